@@ -1,0 +1,93 @@
+#!/bin/bash
+# dev.sh - install what kvfs needs, build it, and mount or test it.
+#
+#   ./dev.sh up     install missing packages, build, make the default image
+#                   (if absent) and mount it
+#   ./dev.sh test   install missing packages, build, run the whole test suite
+#   ./dev.sh down   unmount the default image
+#
+# Environment: KVFS_IMAGE (default /var/lib/kvfs/default.img),
+# KVFS_MNT (default /mnt/kvfs), BUILD_DIR (default ./build),
+# KVFS_SANITIZE=1 builds with AddressSanitizer and UBSan.
+set -euo pipefail
+
+cd "$(dirname "$0")"
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+IMAGE=${KVFS_IMAGE:-/var/lib/kvfs/default.img}
+MNT=${KVFS_MNT:-/mnt/kvfs}
+
+# Debian 12 packages: build, run and test.
+PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
+	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 procps util-linux)
+
+say() { printf '==> %s\n' "$*"; }
+
+install_deps() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	say "installing ${missing[*]}"
+	local sudo=
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+build() {
+	local type=Release san=OFF
+	[ "${KVFS_SANITIZE:-0}" = 1 ] && { type=Debug; san=ON; }
+	say "building in $BUILD_DIR ($type)"
+	cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=$type -DKVFS_SANITIZE=$san >/dev/null
+	cmake --build "$BUILD_DIR" -j"$(nproc)"
+}
+
+cmd_up() {
+	install_deps
+	build
+	if [ ! -e "$IMAGE" ]; then
+		mkdir -p "$(dirname "$IMAGE")"
+		"$BUILD_DIR/tools/mkfs.kvfs" "$IMAGE"
+	else
+		say "using the existing image $IMAGE"
+	fi
+	if [ ! -x "$BUILD_DIR/fs/kvfs" ]; then
+		say "the kvfs daemon is not built yet: stopping after mkfs"
+		return 0
+	fi
+	mkdir -p "$MNT"
+	if mountpoint -q "$MNT"; then
+		say "$MNT is already mounted"
+		return 0
+	fi
+	"$BUILD_DIR/fs/kvfs" "$IMAGE" "$MNT"
+	say "mounted $IMAGE on $MNT (unmount: ./dev.sh down or fusermount3 -u $MNT)"
+}
+
+cmd_down() {
+	if mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT"
+		say "unmounted $MNT"
+	fi
+}
+
+cmd_test() {
+	install_deps
+	build
+	say "running the test suite"
+	cd "$BUILD_DIR"
+	ctest --output-on-failure -j"$(nproc)" --timeout 900
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+test) cmd_test ;;
+*)
+	echo "usage: $0 up|down|test" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,367 @@
+/*
+ * data.c - file contents as checksummed blocks: key = ino + block index,
+ * value = 1..block_size data bytes + XXH3-64 of them (seeded by the key).
+ *
+ * Block i covers bytes [i * B, (i + 1) * B) of the file, B the image's block
+ * size. A missing block is a hole; a block shorter than B reads as zeros past
+ * its end.
+ *
+ * Invariants:
+ *  1. No stored byte lies at or past the file size: truncate and punch trim
+ *     or drop the blocks they uncover, so growing a file again shows zeros.
+ *  2. Every block is verified against its checksum before its bytes are used,
+ *     for a read and for a read-modify-write alike: a mismatch is -EIO and a
+ *     log line, never data.
+ *  3. in->nblocks counts the stored blocks of the file.
+ *  4. Range operations walk the stored blocks with a cursor, never every
+ *     index of the range, so a huge sparse range costs what it holds.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "kv_int.h"
+
+#define KV_FILE_MAX ((uint64_t)INT64_MAX)
+
+static const unsigned char zeros[KV_BLOCK_SIZE_MAX];
+
+static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
+{
+	kv_put_be64(buf, ino);
+	kv_put_be64(buf + 8, idx);
+	return (MDB_val){16, buf};
+}
+
+/* Check a block value; set *len to its data length. */
+static int block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
+{
+	const unsigned char *p = v->mv_data;
+
+	if (v->mv_size <= KV_CSUM_LEN || v->mv_size > t->env->super.block_size + KV_CSUM_LEN) {
+		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
+		       (unsigned long long)idx, v->mv_size);
+		return -EIO;
+	}
+	*len = v->mv_size - KV_CSUM_LEN;
+	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len)) {
+		kv_log("inode %llu block %llu: checksum mismatch", (unsigned long long)ino,
+		       (unsigned long long)idx);
+		return -EIO;
+	}
+	return 0;
+}
+
+int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_t *len)
+{
+	unsigned char kb[16];
+	MDB_val k = block_key(kb, ino, idx), v;
+	int rc;
+
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+	if (rc)
+		return kv_err(t, rc, "get block");
+	rc = block_check(t, ino, idx, &v, len);
+	if (rc == 0)
+		*data = v.mv_data;
+	return rc;
+}
+
+static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len)
+{
+	unsigned char kb[16];
+	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
+	int rc;
+
+	rc = mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE);
+	if (rc)
+		return kv_err(t, rc, "put block");
+	memcpy(v.mv_data, data, len);
+	kv_put_le64((unsigned char *)v.mv_data + len, kv_block_csum(ino, idx, data, len));
+	return 0;
+}
+
+/* Append a segment to iov, merging runs of zeros. */
+static int iov_add(struct iovec *iov, int iovmax, int *n, const void *p, size_t len)
+{
+	if (p == zeros && *n > 0 && iov[*n - 1].iov_base == zeros &&
+	    iov[*n - 1].iov_len + len <= sizeof(zeros)) {
+		iov[*n - 1].iov_len += len;
+		return 0;
+	}
+	while (p == zeros && len > sizeof(zeros)) {
+		int rc = iov_add(iov, iovmax, n, zeros, sizeof(zeros));
+		if (rc)
+			return rc;
+		len -= sizeof(zeros);
+	}
+	if (*n >= iovmax)
+		return -E2BIG;
+	iov[*n].iov_base = (void *)p;
+	iov[*n].iov_len = len;
+	(*n)++;
+	return 0;
+}
+
+ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_t len,
+		     struct iovec *iov, int iovmax, int *iovcnt)
+{
+	const uint64_t bs = t->env->super.block_size;
+	unsigned char kb[16];
+	uint64_t end, pos = off, idx;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t blen;
+	int rc, n = 0;
+
+	*iovcnt = 0;
+	if (off >= size || len == 0)
+		return 0;
+	end = size - off < len ? size : off + len;
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	k = block_key(kb, ino, off / bs);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (pos < end) {
+		uint64_t next = UINT64_MAX; /* index of the block the cursor stands on */
+
+		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+			next = kv_get_be64((unsigned char *)k.mv_data + 8);
+		else if (rc && rc != MDB_NOTFOUND)
+			return kv_err(t, rc, "read");
+		idx = pos / bs;
+		if (next != idx) { /* a hole up to the next stored block */
+			uint64_t to = next != UINT64_MAX && next < end / bs + 1 ? next * bs : end;
+			if (to > end)
+				to = end;
+			rc = iov_add(iov, iovmax, &n, zeros, to - pos);
+			if (rc)
+				return rc;
+			pos = to;
+			rc = 0;
+			continue;
+		}
+		rc = block_check(t, ino, idx, &v, &blen);
+		if (rc)
+			return rc;
+		uint64_t boff = pos - idx * bs, bend = end - idx * bs < bs ? end - idx * bs : bs;
+		if (boff < blen) {
+			uint64_t seg = (bend < blen ? bend : blen) - boff;
+			rc = iov_add(iov, iovmax, &n, (unsigned char *)v.mv_data + boff, seg);
+			if (rc)
+				return rc;
+			pos += seg;
+		}
+		if (pos < idx * bs + bend) {
+			rc = iov_add(iov, iovmax, &n, zeros, idx * bs + bend - pos);
+			if (rc)
+				return rc;
+			pos = idx * bs + bend;
+		}
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	*iovcnt = n;
+	return (ssize_t)(end - off);
+}
+
+int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf, size_t len)
+{
+	const uint64_t bs = t->env->super.block_size;
+	const unsigned char *src = buf;
+	unsigned char *w = t->env->wbuf;
+	uint64_t pos = off, end;
+	int rc;
+
+	if (!t->write)
+		return -EROFS;
+	if (off > KV_FILE_MAX || len > KV_FILE_MAX - off)
+		return -EFBIG;
+	if (len == 0)
+		return 0; /* an empty write does not extend the file (POSIX write) */
+	end = off + len;
+	while (pos < end) {
+		uint64_t idx = pos / bs, from = pos - idx * bs;
+		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
+		unsigned char kb[16];
+		MDB_val k = block_key(kb, in->ino, idx), v;
+		size_t olen = 0, nlen;
+
+		rc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+		if (rc == 0) {
+			/* the old bytes are needed (and verified) only when some of
+			 * them survive: a block written over whole is just replaced,
+			 * which also lets a damaged block be overwritten */
+			if (v.mv_size <= KV_CSUM_LEN || v.mv_size > bs + KV_CSUM_LEN)
+				olen = bs;
+			else
+				olen = v.mv_size - KV_CSUM_LEN;
+			if (!(from == 0 && to >= olen) && (rc = block_check(t, in->ino, idx, &v, &olen)))
+				return rc;
+		} else if (rc != MDB_NOTFOUND) {
+			return kv_err(t, rc, "get block");
+		}
+		if (from == 0 && to >= olen) {
+			rc = block_put(t, in->ino, idx, src, to);
+		} else {
+			if (olen) /* a hole has no old bytes */
+				memcpy(w, v.mv_data, olen);
+			if (from > olen)
+				memset(w + olen, 0, from - olen);
+			memcpy(w + from, src, to - from);
+			nlen = to > olen ? to : olen;
+			rc = block_put(t, in->ino, idx, w, nlen);
+		}
+		if (rc)
+			return rc;
+		if (rc == 0 && olen == 0)
+			in->nblocks++;
+		src += to - from;
+		pos = idx * bs + to;
+	}
+	if (end > in->size)
+		in->size = end;
+	return 0;
+}
+
+/* Zero [off, end) of the stored blocks: drop the blocks it covers whole,
+ * zero or trim the others. Walks stored blocks only (invariant 4). */
+static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
+{
+	const uint64_t bs = t->env->super.block_size;
+	unsigned char kb[16];
+	unsigned char *w = t->env->wbuf;
+	uint64_t idx = off / bs;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t blen;
+	int rc;
+
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	for (;;) {
+		k = block_key(kb, in->ino, idx);
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (rc == MDB_NOTFOUND)
+			return 0;
+		if (rc)
+			return kv_err(t, rc, "zero range");
+		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != in->ino)
+			return 0;
+		idx = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (idx > (end - 1) / bs)
+			return 0;
+		uint64_t from = off > idx * bs ? off - idx * bs : 0;
+		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
+		blen = v.mv_size > KV_CSUM_LEN ? v.mv_size - KV_CSUM_LEN : 0;
+		/* a block dropped whole needs no check (so damage can be cut out);
+		 * one partly kept is verified first */
+		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
+			return rc;
+		if (from == 0 && to >= blen) {
+			rc = mdb_cursor_del(c, 0);
+			if (rc)
+				return kv_err(t, rc, "delete block");
+			in->nblocks--;
+		} else if (from < blen) {
+			memcpy(w, v.mv_data, blen);
+			if (to >= blen)
+				blen = from; /* trim the tail */
+			else
+				memset(w + from, 0, to - from);
+			rc = block_put(t, in->ino, idx, w, blen);
+			if (rc)
+				return rc;
+		}
+		if (idx == UINT64_MAX)
+			return 0;
+		idx++;
+	}
+}
+
+int kv_data_truncate(kv_txn *t, struct kv_inode *in, uint64_t size)
+{
+	int rc = 0;
+
+	if (!t->write)
+		return -EROFS;
+	if (size > KV_FILE_MAX)
+		return -EFBIG;
+	if (size < in->size)
+		rc = zero_range(t, in, size, UINT64_MAX);
+	if (rc == 0)
+		in->size = size;
+	return rc;
+}
+
+int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
+{
+	uint64_t end;
+
+	if (!t->write)
+		return -EROFS;
+	if (off >= in->size || len == 0)
+		return 0;
+	end = len > in->size - off ? in->size : off + len;
+	return zero_range(t, in, off, end);
+}
+
+int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whence,
+		 uint64_t *out)
+{
+	const uint64_t bs = t->env->super.block_size;
+	unsigned char kb[16];
+	uint64_t want = off / bs; /* the block expected next */
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t blen;
+	int rc;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (off >= size)
+		return -ENXIO;
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	k = block_key(kb, ino, want);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		uint64_t idx = UINT64_MAX, at;
+
+		if (rc && rc != MDB_NOTFOUND)
+			return kv_err(t, rc, "seek");
+		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (idx == UINT64_MAX || idx * bs >= size) {
+			/* no stored block left before EOF */
+			if (whence == SEEK_DATA)
+				return -ENXIO;
+			at = want * bs;
+			*out = at > off ? (at < size ? at : size) : off;
+			return 0;
+		}
+		if (whence == SEEK_HOLE && idx != want) {
+			at = want * bs;
+			*out = at > off ? at : off;
+			return 0;
+		}
+		rc = block_check(t, ino, idx, &v, &blen);
+		if (rc)
+			return rc;
+		at = idx * bs;
+		if (whence == SEEK_DATA) {
+			if (at + blen > off) {
+				*out = at > off ? at : off;
+				return 0;
+			}
+		} else if (blen < bs && at + blen < size && at + blen >= off) {
+			*out = at + blen;
+			return 0;
+		} else if (blen < bs && at + blen < size && off < at + bs) {
+			*out = off; /* off lies in the zero tail of this block */
+			return 0;
+		}
+		want = idx + 1;
+	}
+}

@@ -1,0 +1,287 @@
+/*
+ * dirent.c - directory entries: key = parent ino + 54-bit name hash, value =
+ * the list of entries whose names share that hash (almost always one).
+ *
+ * Each entry of a list carries a slot number (0-255), unique within its list,
+ * kept for the entry's lifetime; lists are ordered by slot. The readdir
+ * cookie of an entry is ((hash << 8) | slot) + KV_COOKIE_FIRST, so it is
+ * unique within the directory, stable while other entries come and go, and
+ * ordered as the cursor walks.
+ *
+ * Invariants:
+ *  1. A name appears at most once per directory.
+ *  2. A list is never empty: the last entry's removal deletes the key.
+ *  3. A list whose bytes do not parse is -EIO, never a crash.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kv_int.h"
+
+#define SLOTS 256
+
+struct ent {
+	uint8_t slot, type, namelen;
+	uint64_t ino;
+	const char *name;
+	size_t off, len; /* position of the whole entry in the list */
+};
+
+static MDB_val dirent_key(unsigned char buf[16], uint64_t dir, uint64_t hash)
+{
+	kv_put_be64(buf, dir);
+	kv_put_be64(buf + 8, hash);
+	return (MDB_val){16, buf};
+}
+
+/* Parse the entry at *off of list v; -EIO if malformed, 1 at the end. */
+static int next_ent(const MDB_val *v, size_t *off, struct ent *e)
+{
+	const unsigned char *p = v->mv_data;
+
+	if (*off == v->mv_size)
+		return 1;
+	if (v->mv_size - *off < KV_DIRENT_HDR)
+		return -EIO;
+	e->off = *off;
+	e->slot = p[*off];
+	e->type = p[*off + 1];
+	e->namelen = p[*off + 2];
+	e->ino = kv_get_le64(p + *off + 3);
+	e->len = KV_DIRENT_HDR + e->namelen;
+	if (e->namelen == 0 || v->mv_size - *off < e->len)
+		return -EIO;
+	e->name = (const char *)p + *off + KV_DIRENT_HDR;
+	*off += e->len;
+	return 0;
+}
+
+static int corrupt(uint64_t dir)
+{
+	kv_log("directory %llu: malformed dirent list", (unsigned long long)dir);
+	return -EIO;
+}
+
+/* Find name in list v: 0 and *e, -ENOENT, or -EIO. */
+static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len, struct ent *e)
+{
+	size_t off = 0;
+	int rc;
+
+	while ((rc = next_ent(v, &off, e)) == 0)
+		if (e->namelen == len && memcmp(e->name, name, len) == 0)
+			return 0;
+	return rc < 0 ? corrupt(dir) : -ENOENT;
+}
+
+static void write_ent(unsigned char *p, uint8_t slot, uint8_t type, const char *name,
+		      size_t len, uint64_t ino)
+{
+	p[0] = slot;
+	p[1] = type;
+	p[2] = (unsigned char)len;
+	kv_put_le64(p + 3, ino);
+	memcpy(p + KV_DIRENT_HDR, name, len);
+}
+
+static int check_name(const char *name, size_t len)
+{
+	(void)name;
+	if (len == 0)
+		return -ENOENT;
+	if (len > KV_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
+		     struct kv_dirent *out)
+{
+	unsigned char kb[16];
+	MDB_val k, v;
+	struct ent e;
+	int rc = check_name(name, len);
+
+	if (rc)
+		return rc;
+	k = dirent_key(kb, dir, kv_name_hash(name, len));
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (rc)
+		return kv_err(t, rc, "get dirent");
+	rc = find_ent(dir, &v, name, len, &e);
+	if (rc)
+		return rc;
+	out->ino = e.ino;
+	out->type = e.type;
+	out->namelen = e.namelen;
+	out->name = e.name;
+	return 0;
+}
+
+int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_t ino,
+		  uint8_t type)
+{
+	unsigned char kb[16], one[KV_DIRENT_HDR + KV_NAME_MAX];
+	unsigned char *buf;
+	MDB_val k, v, nv;
+	struct ent e;
+	size_t off = 0, ins;
+	int rc = check_name(name, len), slot;
+
+	if (rc)
+		return rc;
+	if (!t->write)
+		return -EROFS;
+	k = dirent_key(kb, dir, kv_name_hash(name, len));
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		write_ent(one, 0, type, name, len, ino);
+		nv = (MDB_val){KV_DIRENT_HDR + len, one};
+		return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
+	}
+	if (rc)
+		return kv_err(t, rc, "get dirent");
+
+	/* a hash collision: the name must be new, and takes the lowest free slot */
+	slot = 0;
+	ins = v.mv_size;
+	while ((rc = next_ent(&v, &off, &e)) == 0) {
+		if (e.namelen == len && memcmp(e.name, name, len) == 0)
+			return -EEXIST;
+		if (ins == v.mv_size) {
+			if (e.slot == slot)
+				slot++;
+			else
+				ins = e.off;
+		}
+	}
+	if (rc < 0)
+		return corrupt(dir);
+	if (slot >= SLOTS)
+		return -ENOSPC;
+	buf = malloc(v.mv_size + KV_DIRENT_HDR + len);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, v.mv_data, ins);
+	write_ent(buf + ins, (uint8_t)slot, type, name, len, ino);
+	memcpy(buf + ins + KV_DIRENT_HDR + len, (unsigned char *)v.mv_data + ins, v.mv_size - ins);
+	nv = (MDB_val){v.mv_size + KV_DIRENT_HDR + len, buf};
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
+	free(buf);
+	return rc;
+}
+
+int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
+{
+	unsigned char kb[16];
+	unsigned char *buf;
+	MDB_val k, v, nv;
+	struct ent e;
+	int rc = check_name(name, len);
+
+	if (rc)
+		return rc;
+	if (!t->write)
+		return -EROFS;
+	k = dirent_key(kb, dir, kv_name_hash(name, len));
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (rc)
+		return kv_err(t, rc, "get dirent");
+	rc = find_ent(dir, &v, name, len, &e);
+	if (rc)
+		return rc;
+	if (e.len == v.mv_size)
+		return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_DIRENT], &k, NULL), "del dirent");
+	buf = malloc(v.mv_size - e.len);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, v.mv_data, e.off);
+	memcpy(buf + e.off, (unsigned char *)v.mv_data + e.off + e.len, v.mv_size - e.off - e.len);
+	nv = (MDB_val){v.mv_size - e.len, buf};
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
+	free(buf);
+	return rc;
+}
+
+int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_t ino,
+		      uint8_t type)
+{
+	unsigned char kb[16];
+	unsigned char *buf;
+	MDB_val k, v, nv;
+	struct ent e;
+	int rc = check_name(name, len);
+
+	if (rc)
+		return rc;
+	if (!t->write)
+		return -EROFS;
+	k = dirent_key(kb, dir, kv_name_hash(name, len));
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (rc)
+		return kv_err(t, rc, "get dirent");
+	rc = find_ent(dir, &v, name, len, &e);
+	if (rc)
+		return rc;
+	buf = malloc(v.mv_size);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, v.mv_data, v.mv_size);
+	buf[e.off + 1] = type;
+	kv_put_le64(buf + e.off + 3, ino);
+	nv = (MDB_val){v.mv_size, buf};
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
+	free(buf);
+	return rc;
+}
+
+static void fill(struct kv_dirent *out, const struct ent *e)
+{
+	out->ino = e->ino;
+	out->type = e->type;
+	out->namelen = e->namelen;
+	out->name = e->name;
+}
+
+int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out)
+{
+	unsigned char kb[16];
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t hash = 0, h;
+	int after = -1; /* resume after this slot within the hash's list */
+	struct ent e;
+	size_t off;
+	int rc;
+
+	if (*cookie >= KV_COOKIE_FIRST) {
+		uint64_t x = *cookie - KV_COOKIE_FIRST;
+		hash = x >> 8;
+		after = (int)(x & 0xff);
+	}
+	c = kv_cursor(t, KV_DB_DIRENT, &rc);
+	if (!c)
+		return rc;
+	k = dirent_key(kb, dir, hash);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
+		if (k.mv_size != 16)
+			return corrupt(dir);
+		if (kv_get_be64(k.mv_data) != dir)
+			return -ENOENT;
+		h = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (h != hash)
+			after = -1;
+		off = 0;
+		while ((rc = next_ent(&v, &off, &e)) == 0) {
+			if (e.slot > after) {
+				fill(out, &e);
+				*cookie = ((h << 8) | e.slot) + KV_COOKIE_FIRST;
+				return 0;
+			}
+		}
+		if (rc < 0)
+			return corrupt(dir);
+	}
+	return kv_err(t, rc, "readdir");
+}

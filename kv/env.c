@@ -1,0 +1,716 @@
+/*
+ * env.c - creating, opening and closing images; the map and its growth;
+ * the per-thread recycled read transactions.
+ *
+ * Invariants:
+ *  1. An image is trusted only after every check passed: a regular non-empty
+ *     file, an LMDB environment whose last page lies inside the file, the six
+ *     named databases, and a superblock of a known version. A refused open
+ *     leaves the file as it was (a lock file it created is removed again).
+ *  2. A read-write open holds flock(LOCK_EX) on the image for its lifetime.
+ *  3. Each thread has at most one kv_reader per env, kept in env->readers and
+ *     freed by the thread-exit destructor or by kv_close, whichever is first.
+ *  4. A reader holds env->map_lock shared while active; the writer resizes
+ *     the map only with it held exclusive (kv_map_grow).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kv_int.h"
+#include "writer.h"
+
+#define KV_MAP_INITIAL (64ULL << 20)
+#define KV_MAP_LIMIT (64ULL << 40) /* address space reserved at most */
+#define KV_MAXREADERS 512
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static char *lock_path(const char *path)
+{
+	size_t n = strlen(path);
+	char *p = malloc(n + sizeof("-lock"));
+	if (p) {
+		memcpy(p, path, n);
+		memcpy(p + n, "-lock", sizeof("-lock"));
+	}
+	return p;
+}
+
+/* ---------------------------------------------------------------- mkfs -- */
+
+static int mkfs_write(MDB_env *menv, const struct kv_mkfs_opts *o, uint32_t bs, char *err,
+		      size_t errlen)
+{
+	MDB_txn *txn;
+	MDB_dbi dbi[KV_NDB];
+	struct kv_super s = {0};
+	struct kv_inode root = {0};
+	unsigned char sb[KV_SUPER_LEN], ib[KV_INODE_LEN], key[8];
+	MDB_val k, v;
+	int rc;
+
+	rc = mdb_txn_begin(menv, NULL, 0, &txn);
+	if (rc)
+		goto fail;
+	for (int i = 0; i < KV_NDB; i++) {
+		rc = mdb_dbi_open(txn, kv_db_names[i], MDB_CREATE, &dbi[i]);
+		if (rc)
+			goto txn_abort;
+	}
+	s.version = KV_FORMAT_VERSION;
+	s.block_size = bs;
+	s.next_ino = KV_ROOT_INO + 1;
+	s.created_ns = now_ns();
+	if (getrandom(s.uuid, sizeof(s.uuid), 0) != sizeof(s.uuid)) {
+		for (size_t i = 0; i < sizeof(s.uuid); i++)
+			s.uuid[i] = (uint8_t)(rand() ^ (s.created_ns >> (i % 8)));
+	}
+	s.uuid[6] = (uint8_t)((s.uuid[6] & 0x0f) | 0x40); /* RFC 4122 version 4 */
+	s.uuid[8] = (uint8_t)((s.uuid[8] & 0x3f) | 0x80);
+	if (o->label)
+		snprintf(s.label, sizeof(s.label), "%s", o->label);
+	kv_super_encode(&s, sb);
+	k = (MDB_val){strlen(KV_SUPER_KEY), KV_SUPER_KEY};
+	v = (MDB_val){sizeof(sb), sb};
+	rc = mdb_put(txn, dbi[KV_DB_META], &k, &v, 0);
+	if (rc)
+		goto txn_abort;
+
+	root.mode = 040000 | (o->root_mode & 07777);
+	root.uid = o->root_uid;
+	root.gid = o->root_gid;
+	root.nlink = 2;
+	root.atime_ns = root.mtime_ns = root.ctime_ns = root.btime_ns = s.created_ns;
+	root.parent = KV_ROOT_INO;
+	kv_inode_encode(&root, ib);
+	kv_put_be64(key, KV_ROOT_INO);
+	k = (MDB_val){8, key};
+	v = (MDB_val){sizeof(ib), ib};
+	rc = mdb_put(txn, dbi[KV_DB_INODE], &k, &v, 0);
+	if (rc)
+		goto txn_abort;
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto fail;
+	return 0;
+
+txn_abort:
+	mdb_txn_abort(txn);
+fail:
+	seterr(err, errlen, "cannot write the new filesystem: %s", mdb_strerror(rc));
+	return rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
+}
+
+int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t errlen)
+{
+	uint32_t bs = o->block_size ? o->block_size : KV_BLOCK_SIZE_DEFAULT;
+	struct stat st;
+	MDB_env *menv = NULL;
+	char *lpath = NULL;
+	int rc, fd;
+
+	if (bs < KV_BLOCK_SIZE_MIN || bs > KV_BLOCK_SIZE_MAX) {
+		seterr(err, errlen, "block size %u out of range (%u to %u)", bs, KV_BLOCK_SIZE_MIN,
+		       KV_BLOCK_SIZE_MAX);
+		return -EINVAL;
+	}
+	if (o->label && strlen(o->label) > KV_LABEL_MAX) {
+		seterr(err, errlen, "label longer than %d bytes", KV_LABEL_MAX);
+		return -EINVAL;
+	}
+	if (stat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			seterr(err, errlen, "'%s' exists and is not a regular file", path);
+			return -EEXIST;
+		}
+		if (!o->force) {
+			seterr(err, errlen, "'%s' exists (use -f to overwrite it)", path);
+			return -EEXIST;
+		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			int busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+			close(fd);
+			if (busy) {
+				seterr(err, errlen, "'%s' is in use (mounted?)", path);
+				return -EBUSY;
+			}
+		}
+		if (unlink(path) != 0) {
+			rc = -errno;
+			seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
+			return rc;
+		}
+	} else if (errno != ENOENT) {
+		rc = -errno;
+		seterr(err, errlen, "'%s': %s", path, strerror(-rc));
+		return rc;
+	}
+
+	lpath = lock_path(path);
+	if (!lpath)
+		return -ENOMEM;
+	unlink(lpath);
+	/* create the file ourselves so a failure below can tell it is ours */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+		seterr(err, errlen, "cannot create '%s': %s", path, strerror(-rc));
+		goto out;
+	}
+	close(fd);
+	rc = mdb_env_create(&menv);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(menv, KV_NDB);
+	if (!rc)
+		rc = mdb_env_set_mapsize(menv, 1 << 20);
+	if (!rc)
+		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0644);
+	if (rc) {
+		seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(rc));
+		rc = rc > 0 ? -rc : -EIO;
+		goto unlink_image;
+	}
+	rc = mkfs_write(menv, o, bs, err, errlen);
+	if (rc)
+		goto unlink_image;
+	mdb_env_close(menv);
+	unlink(lpath); /* holds no state; nobody else has the new image open */
+	rc = 0;
+	goto out;
+
+unlink_image:
+	if (menv)
+		mdb_env_close(menv);
+	unlink(path);
+	unlink(lpath);
+out:
+	free(lpath);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- open -- */
+
+static int open_dbs(kv_env *e, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	MDB_val k, v;
+	int rc;
+
+	rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+	if (rc) {
+		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		return -EIO;
+	}
+	rc = mdb_dbi_open(txn, kv_db_names[KV_DB_META], 0, &e->dbi[KV_DB_META]);
+	if (rc) {
+		seterr(err, errlen, "'%s' is not a kvfs image (an LMDB file without kvfs databases)",
+		       e->path);
+		rc = -EINVAL;
+		goto txn_abort;
+	}
+	k = (MDB_val){strlen(KV_SUPER_KEY), KV_SUPER_KEY};
+	rc = mdb_get(txn, e->dbi[KV_DB_META], &k, &v);
+	if (rc) {
+		seterr(err, errlen, "'%s' is not a kvfs image (no superblock)", e->path);
+		rc = -EINVAL;
+		goto txn_abort;
+	}
+	rc = kv_super_decode(v.mv_data, v.mv_size, &e->super);
+	if (rc == -EINVAL) {
+		seterr(err, errlen, "'%s' is not a kvfs image (bad magic)", e->path);
+		goto txn_abort;
+	}
+	if (rc == -EPROTONOSUPPORT) {
+		seterr(err, errlen,
+		       "'%s' has format version %u; this kvfs reads version %d (upgrade kvfs)",
+		       e->path, e->super.version, KV_FORMAT_VERSION);
+		goto txn_abort;
+	}
+	if (rc) {
+		seterr(err, errlen, "'%s': damaged superblock", e->path);
+		goto txn_abort;
+	}
+	if (e->super.feature_incompat || (!e->readonly && e->super.feature_ro_compat)) {
+		seterr(err, errlen, "'%s' uses features this kvfs does not know (incompat %#llx, "
+			"ro_compat %#llx)", e->path, (unsigned long long)e->super.feature_incompat,
+		       (unsigned long long)e->super.feature_ro_compat);
+		rc = -EPROTONOSUPPORT;
+		goto txn_abort;
+	}
+	for (int i = KV_DB_META + 1; i < KV_NDB; i++) {
+		rc = mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]);
+		if (rc) {
+			seterr(err, errlen, "'%s': damaged image (database '%s' missing)", e->path,
+			       kv_db_names[i]);
+			rc = -EIO;
+			goto txn_abort;
+		}
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc) {
+		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		return -EIO;
+	}
+	return 0;
+
+txn_abort:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+static int check_file(kv_env *e, int fd, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		seterr(err, errlen, "'%s' is not a regular file", e->path);
+		return -EINVAL;
+	}
+	if (st.st_size == 0) {
+		seterr(err, errlen, "'%s' is empty, not a kvfs image", e->path);
+		return -EINVAL;
+	}
+	if (st.st_size < 2 * 4096) {
+		seterr(err, errlen, "'%s' is too small to be a kvfs image", e->path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* LMDB maps pages up to the last one its meta page names; a file cut short
+ * would fault on access, so refuse it here. */
+static int check_truncated(kv_env *e, int fd, char *err, size_t errlen)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat st;
+
+	if (mdb_env_info(e->env, &info) || mdb_env_stat(e->env, &ms) || fstat(fd, &st))
+		return -EIO;
+	e->page_size = ms.ms_psize;
+	if ((uint64_t)st.st_size < ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize) {
+		seterr(err, errlen, "'%s' is truncated: %lld bytes, the image needs %llu", e->path,
+		       (long long)st.st_size,
+		       (unsigned long long)(info.me_last_pgno + 1) * ms.ms_psize);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen)
+{
+	unsigned flags = MDB_NOSUBDIR | MDB_NOTLS;
+	uint64_t map = file_size * 2;
+	int rc;
+
+	if (map < KV_MAP_INITIAL)
+		map = KV_MAP_INITIAL;
+	if (e->max_size && map > e->max_size)
+		map = e->max_size;
+	if (map < file_size)
+		map = file_size;
+	map = (map + 4095) & ~4095ULL;
+	if (e->readonly)
+		flags |= MDB_RDONLY;
+	else if (e->durability == KV_DURABLE_NORMAL)
+		flags |= MDB_NOMETASYNC;
+	else if (e->durability == KV_DURABLE_NONE)
+		flags |= MDB_NOSYNC;
+
+	rc = mdb_env_create(&e->env);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(e->env, KV_NDB);
+	if (!rc)
+		rc = mdb_env_set_maxreaders(e->env, KV_MAXREADERS);
+	if (!rc)
+		rc = mdb_env_set_mapsize(e->env, map);
+	if (rc) {
+		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		return -ENOMEM;
+	}
+	rc = mdb_env_open(e->env, e->path, flags, 0644);
+	if (e->readonly && (rc == EACCES || rc == EROFS)) {
+		/* no lock file can be made beside a read-only image; nobody can be
+		 * writing it either */
+		mdb_env_close(e->env);
+		e->env = NULL;
+		if (mdb_env_create(&e->env) || mdb_env_set_maxdbs(e->env, KV_NDB) ||
+		    mdb_env_set_mapsize(e->env, map))
+			return -ENOMEM;
+		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, 0644);
+	}
+	if (rc == MDB_INVALID) {
+		seterr(err, errlen, "'%s' is not a kvfs image", e->path);
+		return -EINVAL;
+	}
+	if (rc == MDB_VERSION_MISMATCH) {
+		seterr(err, errlen, "'%s': LMDB version mismatch", e->path);
+		return -EPROTONOSUPPORT;
+	}
+	if (rc) {
+		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		return rc > 0 ? -rc : -EIO;
+	}
+	return 0;
+}
+
+static void reader_free(void *p);
+
+int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *err,
+	    size_t errlen)
+{
+	static const struct kv_open_opts defaults;
+	kv_env *e;
+	struct stat st;
+	char *lpath = NULL;
+	int lock_existed, rc;
+
+	if (!o)
+		o = &defaults;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->lock_fd = -1;
+	e->readonly = o->readonly;
+	e->durability = o->durability;
+	e->max_size = o->max_size & ~4095ULL;
+	e->sync_interval_ms = o->sync_interval_ms;
+	e->path = strdup(path);
+	lpath = lock_path(path);
+	if (!e->path || !lpath) {
+		rc = -ENOMEM;
+		goto free_env;
+	}
+	e->lock_fd = open(path, (o->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (e->lock_fd < 0) {
+		rc = -errno;
+		seterr(err, errlen, "cannot open '%s': %s", path, strerror(-rc));
+		goto free_env;
+	}
+	rc = check_file(e, e->lock_fd, err, errlen);
+	if (rc)
+		goto free_env;
+	if (!o->readonly && flock(e->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		seterr(err, errlen, "'%s' is in use by another kvfs process (already mounted?)",
+		       path);
+		goto free_env;
+	}
+	fstat(e->lock_fd, &st);
+	lock_existed = access(lpath, F_OK) == 0;
+	rc = env_open_lmdb(e, (uint64_t)st.st_size, err, errlen);
+	if (!rc)
+		rc = check_truncated(e, e->lock_fd, err, errlen);
+	if (!rc)
+		rc = open_dbs(e, err, errlen);
+	if (rc) {
+		if (e->env)
+			mdb_env_close(e->env);
+		e->env = NULL;
+		if (!lock_existed)
+			unlink(lpath);
+		goto free_env;
+	}
+	free(lpath);
+	lpath = NULL;
+
+	e->next_ino = e->super.next_ino;
+	pthread_key_create(&e->tls, reader_free);
+	pthread_mutex_init(&e->readers_lock, NULL);
+	{
+		pthread_rwlockattr_t a;
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&e->map_lock, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
+	if (!e->readonly) {
+		rc = kv_writer_start(e);
+		if (rc) {
+			seterr(err, errlen, "cannot start the writer: %s", strerror(-rc));
+			kv_close(e);
+			return rc;
+		}
+	}
+	*out = e;
+	return 0;
+
+free_env:
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	free(lpath);
+	free(e->path);
+	free(e);
+	return rc;
+}
+
+void kv_close(kv_env *e)
+{
+	if (!e)
+		return;
+	if (e->writer_running)
+		kv_writer_stop(e);
+	pthread_key_delete(e->tls);
+	pthread_mutex_lock(&e->readers_lock);
+	while (e->readers) {
+		struct kv_reader *r = e->readers;
+		e->readers = r->next;
+		kv_txn_close_cursors(&r->t);
+		if (r->t.txn)
+			mdb_txn_abort(r->t.txn);
+		free(r);
+	}
+	pthread_mutex_unlock(&e->readers_lock);
+	mdb_env_close(e->env);
+	pthread_rwlock_destroy(&e->map_lock);
+	pthread_mutex_destroy(&e->readers_lock);
+	close(e->lock_fd);
+	free(e->path);
+	free(e);
+}
+
+void kv_super_get(kv_env *e, struct kv_super *out)
+{
+	*out = e->super;
+}
+
+uint32_t kv_block_size(kv_env *e)
+{
+	return e->super.block_size;
+}
+
+int kv_is_readonly(kv_env *e)
+{
+	return e->readonly;
+}
+
+int kv_sync(kv_env *e)
+{
+	if (e->readonly)
+		return 0;
+	return kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
+}
+
+int kv_usage_get(kv_env *e, struct kv_usage *u)
+{
+	static const enum kv_db counted[] = {KV_DB_INODE, KV_DB_DATA, KV_DB_DIRENT, KV_DB_XATTR,
+					     KV_DB_ORPHAN};
+	uint64_t *dst[] = {&u->inodes, &u->blocks, &u->dirents, &u->xattrs, &u->orphans};
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat st;
+	kv_txn *t;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	rc = kv_read_begin(e, &t);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
+		rc = mdb_stat(t->txn, e->dbi[counted[i]], &ms);
+		if (rc) {
+			rc = kv_err(t, rc, "stat");
+			goto read_end;
+		}
+		*dst[i] = ms.ms_entries;
+	}
+	mdb_env_info(e->env, &info);
+	u->map_bytes = info.me_mapsize;
+	u->used_bytes = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
+	{
+		/* pages on LMDB's freelist (database 0) are free for reuse */
+		MDB_cursor *c;
+		MDB_val k, v;
+		uint64_t free_pages = 0;
+		if (mdb_cursor_open(t->txn, 0, &c) == 0) {
+			while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
+				if (v.mv_size >= sizeof(size_t))
+					free_pages += *(const size_t *)v.mv_data;
+			mdb_cursor_close(c);
+		}
+		if (free_pages * e->page_size < u->used_bytes)
+			u->used_bytes -= free_pages * e->page_size;
+	}
+read_end:
+	kv_read_end(t);
+	u->max_bytes = e->max_size;
+	u->page_size = e->page_size;
+	if (fstat(e->lock_fd, &st) == 0)
+		u->file_bytes = (uint64_t)st.st_size;
+	return rc;
+}
+
+/* Grow the map (writer thread only, between transactions). */
+int kv_map_grow(kv_env *e)
+{
+	MDB_envinfo info;
+	uint64_t limit = e->max_size ? e->max_size : KV_MAP_LIMIT, next;
+	int rc;
+
+	mdb_env_info(e->env, &info);
+	if (info.me_mapsize >= limit)
+		return -ENOSPC;
+	next = (uint64_t)info.me_mapsize * 2;
+	if (next > limit)
+		next = limit;
+	pthread_rwlock_wrlock(&e->map_lock);
+	rc = mdb_env_set_mapsize(e->env, next);
+	pthread_rwlock_unlock(&e->map_lock);
+	return rc ? kv_err(NULL, rc, "grow map") : 0;
+}
+
+/* ------------------------------------------------------- read txns -- */
+
+static void reader_free(void *p)
+{
+	struct kv_reader *r = p;
+	kv_env *e = r->t.env;
+
+	pthread_mutex_lock(&e->readers_lock);
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		e->readers = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	pthread_mutex_unlock(&e->readers_lock);
+	kv_txn_close_cursors(&r->t);
+	if (r->t.txn)
+		mdb_txn_abort(r->t.txn);
+	free(r);
+}
+
+static struct kv_reader *reader_get(kv_env *e)
+{
+	struct kv_reader *r = pthread_getspecific(e->tls);
+
+	if (r)
+		return r;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->t.env = e;
+	pthread_mutex_lock(&e->readers_lock);
+	r->next = e->readers;
+	if (r->next)
+		r->next->prev = r;
+	e->readers = r;
+	pthread_mutex_unlock(&e->readers_lock);
+	pthread_setspecific(e->tls, r);
+	return r;
+}
+
+int kv_read_begin(kv_env *e, kv_txn **out)
+{
+	struct kv_reader *r = reader_get(e);
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	assert(!r->active);
+	for (;;) {
+		pthread_rwlock_rdlock(&e->map_lock);
+		if (r->t.txn)
+			rc = mdb_txn_renew(r->t.txn);
+		else
+			rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &r->t.txn);
+		if (rc != MDB_MAP_RESIZED)
+			break;
+		/* another process grew the map: adopt its size */
+		pthread_rwlock_unlock(&e->map_lock);
+		if (r->t.txn)
+			mdb_txn_abort(r->t.txn);
+		r->t.txn = NULL;
+		pthread_rwlock_wrlock(&e->map_lock);
+		rc = mdb_env_set_mapsize(e->env, 0);
+		pthread_rwlock_unlock(&e->map_lock);
+		if (rc)
+			return kv_err(NULL, rc, "adopt map size");
+	}
+	if (rc) {
+		pthread_rwlock_unlock(&e->map_lock);
+		if (r->t.txn && rc != MDB_READERS_FULL) {
+			mdb_txn_abort(r->t.txn);
+			r->t.txn = NULL;
+		}
+		return kv_err(NULL, rc, "begin read");
+	}
+	r->t.cur_stale = (1u << KV_NDB) - 1;
+	r->active = 1;
+	*out = &r->t;
+	return 0;
+}
+
+void kv_read_end(kv_txn *t)
+{
+	struct kv_reader *r = (struct kv_reader *)t;
+
+	assert(!t->write && r->active);
+	mdb_txn_reset(t->txn);
+	r->active = 0;
+	pthread_rwlock_unlock(&t->env->map_lock);
+}
+
+MDB_cursor *kv_cursor(kv_txn *t, enum kv_db db, int *rc)
+{
+	MDB_cursor *c = t->cur[db];
+
+	*rc = 0;
+	if (c && (t->cur_stale & (1u << db))) {
+		*rc = mdb_cursor_renew(t->txn, c);
+		if (*rc) {
+			*rc = kv_err(t, *rc, "renew cursor");
+			return NULL;
+		}
+	} else if (!c) {
+		*rc = mdb_cursor_open(t->txn, t->env->dbi[db], &c);
+		if (*rc) {
+			*rc = kv_err(t, *rc, "open cursor");
+			return NULL;
+		}
+		t->cur[db] = c;
+	}
+	t->cur_stale &= ~(1u << db);
+	return c;
+}
+
+void kv_txn_close_cursors(kv_txn *t)
+{
+	for (int i = 0; i < KV_NDB; i++) {
+		if (t->cur[i])
+			mdb_cursor_close(t->cur[i]);
+		t->cur[i] = NULL;
+	}
+}

@@ -1,0 +1,165 @@
+/*
+ * inode.c - inode records, inode number allocation, the orphan list and the
+ * superblock record.
+ *
+ * Invariants:
+ *  1. Inode numbers come from one 64-bit counter and are never reused: the
+ *     counter lives in memory in the writer and is stored in the superblock
+ *     by the commit of any batch that moved it.
+ *  2. kv_inode_get copies the fixed fields and hands out the inline data as a
+ *     pointer into the map: no allocation.
+ */
+#include <errno.h>
+
+#include "kv_int.h"
+
+static MDB_val ino_key(unsigned char buf[8], uint64_t ino)
+{
+	kv_put_be64(buf, ino);
+	return (MDB_val){8, buf};
+}
+
+int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
+{
+	unsigned char kb[8];
+	MDB_val k = ino_key(kb, ino), v;
+	int rc;
+
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
+	if (rc)
+		return kv_err(t, rc, "get inode");
+	return kv_inode_decode(ino, v.mv_data, v.mv_size, out);
+}
+
+int kv_inode_put(kv_txn *t, const struct kv_inode *in)
+{
+	unsigned char kb[8], inl[KV_SYMLINK_MAX];
+	MDB_val k = ino_key(kb, in->ino), v;
+	int rc;
+
+	if (!t->write)
+		return -EROFS;
+	if (in->inline_len > KV_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	/* inline_data may point into this record as kv_inode_get found it; a
+	 * put of another size moves the records of a dirty page: copy first */
+	if (in->inline_len)
+		memcpy(inl, in->inline_data, in->inline_len);
+	v.mv_size = KV_INODE_LEN + in->inline_len;
+	rc = mdb_put(t->txn, t->env->dbi[KV_DB_INODE], &k, &v, MDB_RESERVE);
+	if (rc)
+		return kv_err(t, rc, "put inode");
+	kv_inode_encode(in, v.mv_data);
+	if (in->inline_len)
+		memcpy((unsigned char *)v.mv_data + KV_INODE_LEN, inl, in->inline_len);
+	return 0;
+}
+
+int kv_ino_alloc(kv_txn *t, uint64_t *ino)
+{
+	if (!t->write)
+		return -EROFS;
+	if (t->env->next_ino == UINT64_MAX)
+		return -ENOSPC;
+	*ino = t->env->next_ino++;
+	return 0;
+}
+
+int kv_super_store(kv_txn *t, const struct kv_super *s)
+{
+	unsigned char sb[KV_SUPER_LEN];
+	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v = {sizeof(sb), sb};
+
+	kv_super_encode(s, sb);
+	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0), "put superblock");
+}
+
+/* Delete every key of db that starts with the 8-byte ino prefix. */
+static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
+{
+	unsigned char kb[8];
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc;
+
+	c = kv_cursor(t, db, &rc);
+	if (!c)
+		return rc;
+	k = ino_key(kb, ino);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (rc == 0) {
+		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
+			return 0;
+		rc = mdb_cursor_del(c, 0);
+		if (rc)
+			break;
+		/* after a delete the cursor stands on the following key: MDB_NEXT
+		 * returns it rather than skipping it */
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	return rc == MDB_NOTFOUND ? 0 : kv_err(t, rc, "delete range");
+}
+
+int kv_inode_purge(kv_txn *t, uint64_t ino)
+{
+	unsigned char kb[8];
+	MDB_val k = ino_key(kb, ino);
+	int rc;
+
+	if (!t->write)
+		return -EROFS;
+	rc = delete_prefix(t, KV_DB_DATA, ino);
+	if (!rc)
+		rc = delete_prefix(t, KV_DB_XATTR, ino);
+	if (rc)
+		return rc;
+	rc = mdb_del(t->txn, t->env->dbi[KV_DB_INODE], &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return kv_err(t, rc, "delete inode");
+	rc = mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return kv_err(t, rc, "delete orphan");
+	return 0;
+}
+
+int kv_orphan_add(kv_txn *t, uint64_t ino)
+{
+	unsigned char kb[8];
+	MDB_val k = ino_key(kb, ino), v = {0, ""};
+
+	if (!t->write)
+		return -EROFS;
+	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, &v, 0), "add orphan");
+}
+
+int kv_orphan_remove(kv_txn *t, uint64_t ino)
+{
+	unsigned char kb[8];
+	MDB_val k = ino_key(kb, ino);
+
+	if (!t->write)
+		return -EROFS;
+	return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL), "remove orphan");
+}
+
+int kv_orphan_next(kv_txn *t, uint64_t after, uint64_t *ino)
+{
+	unsigned char kb[8];
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc;
+
+	if (after == UINT64_MAX)
+		return -ENOENT;
+	c = kv_cursor(t, KV_DB_ORPHAN, &rc);
+	if (!c)
+		return rc;
+	k = ino_key(kb, after + 1);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	if (rc)
+		return kv_err(t, rc, "next orphan");
+	if (k.mv_size != 8)
+		return -EIO;
+	*ino = kv_get_be64(k.mv_data);
+	return 0;
+}

@@ -1,0 +1,259 @@
+/*
+ * kv.h - the kvfs store: one LMDB image file holding a whole filesystem.
+ *
+ * This is the only header the daemon (fs/) and the tools (tools/) include;
+ * LMDB stays behind it. Every function returns 0 (or a count where it says
+ * so) on success and a negative errno on failure. The on-disk format these
+ * functions read and write is described byte by byte in docs/FORMAT.md.
+ *
+ * Transactions.
+ *   Read side: kv_read_begin() hands the calling thread its own read-only
+ *   transaction, recycled across calls (reset/renew), never opened per call.
+ *   Pointers it returns (inline data, names, block bytes, xattr values) point
+ *   into the memory map and stay valid until kv_read_end(). A thread holds at
+ *   most one read transaction at a time and must end it before it blocks on
+ *   anything else (a held reader pins old pages and the image grows).
+ *
+ *       idle --kv_read_begin--> active --kv_read_end--> idle
+ *                               (pointers valid)
+ *
+ *   Write side: one writer thread owns the only write transaction. Callers
+ *   submit operations (kv_submit / kv_write); the writer takes everything
+ *   queued, runs each op's apply() in a nested transaction of one batch
+ *   transaction, commits once, then calls each op's done() with its result.
+ *   An op whose apply() fails is rolled back alone. apply() may run more than
+ *   once (the map grew and the batch was replayed): it must have no effect
+ *   outside the transaction and its own result fields.
+ *
+ * Errors the store itself produces (besides those listed per function):
+ *   -EIO     an LMDB failure or a record that fails its checks (logged once)
+ *   -ENOSPC  the map is at its maximum or the disk is full
+ *   -ENOMEM  out of memory
+ */
+#ifndef KVFS_KV_H
+#define KVFS_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define KV_FORMAT_VERSION 1
+#define KV_ROOT_INO 1
+#define KV_NAME_MAX 255
+#define KV_XATTR_NAME_MAX 255
+#define KV_XATTR_SIZE_MAX 65536
+#define KV_LABEL_MAX 63
+#define KV_SYMLINK_MAX 4095
+/* Block sizes are data bytes per block. 4072 = one 4 KiB page minus LMDB's
+ * 16-byte overflow header and the 8-byte checksum: a full block fills its
+ * page exactly. In general k * 4096 - 24 fills k pages. */
+#define KV_BLOCK_SIZE_DEFAULT 4072
+#define KV_BLOCK_SIZE_MIN 1024
+#define KV_BLOCK_SIZE_MAX (1024 * 1024)
+/* Directory cookies handed out by kv_dir_next are >= this value, so callers
+ * may use 1 .. KV_COOKIE_FIRST - 1 for entries they synthesize ("." and ".."). */
+#define KV_COOKIE_FIRST 16
+
+typedef struct kv_env kv_env;
+typedef struct kv_txn kv_txn;
+
+enum kv_durability {
+	KV_DURABLE_NORMAL = 0, /* data synced per commit, meta page not: consistent
+	                          across power loss, may lose the last commits;
+	                          kv_sync() makes everything durable */
+	KV_DURABLE_FULL,       /* every commit durable before it is acknowledged */
+	KV_DURABLE_NONE,       /* no sync at commit: safe against a killed process,
+	                          not against an OS crash or power loss */
+};
+
+struct kv_open_opts {
+	int readonly;                  /* no writer; no exclusive lock */
+	enum kv_durability durability; /* ignored when readonly */
+	uint64_t max_size;             /* largest the image may grow, bytes; 0: no limit */
+	unsigned sync_interval_ms;     /* KV_DURABLE_NORMAL/NONE: make commits durable at
+	                                  most this long after they happen; 0: never */
+};
+
+struct kv_mkfs_opts {
+	uint32_t block_size; /* 0: KV_BLOCK_SIZE_DEFAULT */
+	const char *label;   /* NULL or at most KV_LABEL_MAX bytes */
+	uint32_t root_uid, root_gid;
+	uint32_t root_mode;  /* permission bits of the root directory */
+	int force;           /* replace an existing file */
+};
+
+struct kv_super {
+	uint32_t version;
+	uint32_t block_size;
+	uint64_t feature_compat, feature_ro_compat, feature_incompat;
+	uint8_t uuid[16];
+	uint64_t next_ino;
+	int64_t created_ns;
+	char label[KV_LABEL_MAX + 1];
+};
+
+struct kv_usage {
+	uint64_t file_bytes;  /* size of the image file */
+	uint64_t map_bytes;   /* current map size */
+	uint64_t max_bytes;   /* configured maximum (0: none) */
+	uint64_t used_bytes;  /* pages in use by the last snapshot */
+	uint32_t page_size;
+	uint64_t inodes;      /* inode records */
+	uint64_t blocks;      /* data blocks */
+	uint64_t dirents;     /* dirent keys */
+	uint64_t xattrs;
+	uint64_t orphans;
+};
+
+/* An inode as decoded from its record. inline_data points into the map (read)
+ * or into caller memory (kv_inode_put); it holds a symlink's target. */
+struct kv_inode {
+	uint64_t ino;
+	uint32_t mode, uid, gid, nlink;
+	uint64_t size;    /* bytes; for directories: number of entries */
+	uint64_t rdev;
+	uint64_t flags;   /* reserved, 0 */
+	uint64_t nblocks; /* data blocks stored */
+	int64_t atime_ns, mtime_ns, ctime_ns, btime_ns;
+	uint64_t parent;  /* directories: the parent directory's ino */
+	const void *inline_data;
+	uint32_t inline_len;
+};
+
+struct kv_dirent {
+	uint64_t ino;
+	uint8_t type;     /* DT_* value, (mode & S_IFMT) >> 12 */
+	uint8_t namelen;
+	const char *name; /* not NUL-terminated; into the map */
+};
+
+/* Where the store's log lines go (default: stderr, prefixed "kvfs: "). */
+typedef void (*kv_log_fn)(const char *line);
+void kv_set_log(kv_log_fn fn);
+
+/* ---- images ---- */
+
+/* Create an empty filesystem at path: superblock and a root directory.
+ * -EEXIST: path exists and !opts->force. -EINVAL: bad block size or label.
+ * err (errlen bytes) receives a one-line message on failure. */
+int kv_mkfs(const char *path, const struct kv_mkfs_opts *opts, char *err, size_t errlen);
+
+/* Open an image. A read-write open takes an exclusive lock on the image and
+ * starts the writer thread; a second read-write open fails with -EBUSY.
+ * -EINVAL: not a kvfs image (foreign file, empty, random bytes).
+ * -EPROTONOSUPPORT: a format version or incompatible feature this build does
+ *  not know. -EIO: truncated or damaged. err receives a one-line message. */
+int kv_open(const char *path, const struct kv_open_opts *opts, kv_env **out, char *err,
+            size_t errlen);
+/* Drain the writer, end every thread's read transaction, close. */
+void kv_close(kv_env *env);
+
+void kv_super_get(kv_env *env, struct kv_super *out);
+uint32_t kv_block_size(kv_env *env);
+int kv_is_readonly(kv_env *env);
+int kv_usage_get(kv_env *env, struct kv_usage *out);
+/* Make every committed change durable (fsync, syncfs). */
+int kv_sync(kv_env *env);
+
+/* ---- transactions ---- */
+
+int kv_read_begin(kv_env *env, kv_txn **out);
+void kv_read_end(kv_txn *txn);
+
+typedef int (*kv_apply_fn)(kv_txn *txn, void *arg);
+typedef void (*kv_done_fn)(void *arg, int rc);
+
+#define KV_OP_SYNC 1 /* make the batch durable before done() */
+
+struct kv_op {
+	kv_apply_fn apply;
+	kv_done_fn done; /* called on the writer thread after the commit; may be NULL */
+	void *arg;
+	unsigned flags;
+	/* owned by the store while queued */
+	int rc;
+	struct kv_op *next;
+};
+
+/* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled
+ * back). -EROFS on a read-only env (done is not called). */
+int kv_submit(kv_env *env, struct kv_op *op);
+/* Submit and wait: returns apply()'s result once committed (or the commit's
+ * error). */
+int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);
+
+/* ---- inodes (any transaction; writes need a write transaction) ---- */
+
+/* -ENOENT: no such inode. */
+int kv_inode_get(kv_txn *txn, uint64_t ino, struct kv_inode *out);
+/* -ENAMETOOLONG: inline data over KV_SYMLINK_MAX. */
+int kv_inode_put(kv_txn *txn, const struct kv_inode *in);
+/* Allocate the next inode number (never reused). */
+int kv_ino_alloc(kv_txn *txn, uint64_t *ino);
+/* Remove an inode record with all its data blocks, xattrs and orphan entry. */
+int kv_inode_purge(kv_txn *txn, uint64_t ino);
+
+int kv_orphan_add(kv_txn *txn, uint64_t ino);
+int kv_orphan_remove(kv_txn *txn, uint64_t ino);
+/* First orphan with ino > after into *ino; -ENOENT when none. */
+int kv_orphan_next(kv_txn *txn, uint64_t after, uint64_t *ino);
+
+/* ---- directory entries ---- */
+
+/* -ENAMETOOLONG: len > KV_NAME_MAX; -ENOENT: no such name. */
+int kv_dirent_lookup(kv_txn *txn, uint64_t dir, const char *name, size_t len,
+                     struct kv_dirent *out);
+/* -EEXIST: the name is taken. */
+int kv_dirent_add(kv_txn *txn, uint64_t dir, const char *name, size_t len, uint64_t ino,
+                  uint8_t type);
+/* -ENOENT: no such name. */
+int kv_dirent_remove(kv_txn *txn, uint64_t dir, const char *name, size_t len);
+/* Point an existing name at another inode (rename over a target).
+ * -ENOENT: no such name. */
+int kv_dirent_replace(kv_txn *txn, uint64_t dir, const char *name, size_t len, uint64_t ino,
+                      uint8_t type);
+/* The entry after *cookie (0: the first) in cookie order; *cookie becomes the
+ * entry's cookie, from which the next call resumes. Cookies are stable: an
+ * entry keeps its cookie for as long as it exists, so a listing that resumes
+ * while others add and remove entries sees every surviving entry exactly
+ * once. -ENOENT at the end. */
+int kv_dir_next(kv_txn *txn, uint64_t dir, uint64_t *cookie, struct kv_dirent *out);
+
+/* ---- file data ---- */
+
+/* Describe bytes [off, off + len) of a file of the given size as iovecs into
+ * the map (holes and short tails point at a static zero buffer). Returns the
+ * byte count (0 at or past EOF) and sets *iovcnt; -EIO on a checksum
+ * mismatch; -E2BIG when iovmax is too small for the range. */
+ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, size_t len,
+                     struct iovec *iov, int iovmax, int *iovcnt);
+/* Write len bytes at off; updates in->size and in->nblocks (the caller
+ * stores the inode). -EFBIG beyond the largest offset. */
+int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf, size_t len);
+/* Set the size, dropping or trimming blocks past it; updates in. */
+int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
+/* Make [off, off + len) a hole (whole blocks dropped, partial ones zeroed);
+ * the size is unchanged; updates in->nblocks. */
+int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
+/* SEEK_DATA / SEEK_HOLE from off in a file of the given size.
+ * -ENXIO: off >= size, or no data at or after off. */
+int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whence,
+                 uint64_t *out);
+/* One block, checksum verified. -ENOENT: a hole. */
+int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, size_t *len);
+
+/* ---- extended attributes ---- */
+
+/* -ENODATA: no such attribute. */
+int kv_xattr_get(kv_txn *txn, uint64_t ino, const char *name, const void **val, size_t *len);
+/* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA).
+ * -ERANGE: name empty or too long; -E2BIG: value too large. */
+int kv_xattr_set(kv_txn *txn, uint64_t ino, const char *name, const void *val, size_t len,
+                 int flags);
+int kv_xattr_remove(kv_txn *txn, uint64_t ino, const char *name);
+/* NUL-separated names into buf. Returns the bytes needed; with size 0 only
+ * counts. -ERANGE: buf too small. */
+ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * kv_int.h - internals shared by the files of kv/: the environment and
+ * transaction structures, the key and record encodings of docs/FORMAT.md,
+ * and the one place LMDB codes become errno values.
+ *
+ * Invariants:
+ *  1. Keys are big-endian so cursors walk them in numeric order; record
+ *     fields are little-endian. The encoders here and docs/FORMAT.md agree.
+ *  2. Only the writer thread holds a write transaction; env->wbuf and
+ *     env->next_ino are the writer's alone.
+ *  3. The map is resized only with env->map_lock held for writing, so no
+ *     reader holds a pointer into the map while it moves.
+ */
+#ifndef KVFS_KV_INT_H
+#define KVFS_KV_INT_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kv.h"
+
+enum kv_db { KV_DB_META, KV_DB_INODE, KV_DB_DIRENT, KV_DB_DATA, KV_DB_XATTR, KV_DB_ORPHAN,
+	     KV_NDB };
+
+extern const char *const kv_db_names[KV_NDB];
+
+#define KV_MAGIC "KVFSIMG"   /* 8 bytes with its NUL */
+#define KV_SUPER_KEY "super"
+#define KV_SUPER_LEN 136
+#define KV_INODE_LEN 88
+#define KV_CSUM_LEN 8
+#define KV_DIRENT_HDR 11     /* slot u8, type u8, namelen u8, ino u64 */
+#define KV_HASH_BITS 54
+
+struct kv_txn {
+	kv_env *env;
+	MDB_txn *txn;
+	int write;
+	int map_full;              /* an LMDB call returned MDB_MAP_FULL */
+	int txn_full;              /* an LMDB call returned MDB_TXN_FULL */
+	MDB_cursor *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
+	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
+};
+
+/* A thread's recycled read context. */
+struct kv_reader {
+	struct kv_txn t;
+	int active;
+	struct kv_reader *prev, *next; /* env->readers */
+};
+
+struct kv_env {
+	MDB_env *env;
+	MDB_dbi dbi[KV_NDB];
+	char *path;
+	int lock_fd;              /* holds the exclusive flock of a read-write open */
+	int readonly;
+	enum kv_durability durability;
+	uint64_t max_size;
+	struct kv_super super;
+	uint32_t page_size;
+
+	pthread_key_t tls;        /* -> struct kv_reader */
+	pthread_mutex_t readers_lock;
+	struct kv_reader *readers;
+	pthread_rwlock_t map_lock;
+
+	/* writer */
+	pthread_t writer;
+	int writer_running;
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct kv_op *q_head, *q_tail;
+	int q_stop;
+	unsigned sync_interval_ms;
+	int unsynced;             /* writer only: commits not yet made durable */
+	uint64_t next_ino;        /* writer only */
+	unsigned char *wbuf;      /* writer only: block_size + KV_CSUM_LEN */
+};
+
+/* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests
+ * replace it to force collisions. */
+extern uint64_t (*kv_name_hash)(const char *name, size_t len);
+uint64_t kv_name_hash_xxh3(const char *name, size_t len);
+
+/* LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may be NULL). */
+int kv_err(kv_txn *txn, int rc, const char *what);
+void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A cursor on db valid in txn. NULL with *rc set on failure. */
+MDB_cursor *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);
+void kv_txn_close_cursors(kv_txn *txn);
+
+static inline void kv_put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint64_t kv_get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void kv_put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint64_t kv_get_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void kv_put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint32_t kv_get_le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Records (format.c). Decoders return -EIO on a malformed record. */
+void kv_super_encode(const struct kv_super *s, unsigned char out[KV_SUPER_LEN]);
+int kv_super_decode(const void *buf, size_t len, struct kv_super *s);
+/* out must hold KV_INODE_LEN bytes; inline data follows it (caller copies). */
+void kv_inode_encode(const struct kv_inode *in, unsigned char *out);
+int kv_inode_decode(uint64_t ino, const void *buf, size_t len, struct kv_inode *out);
+/* Checksum of a data block: XXH3-64 seeded by its key. */
+uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len);
+
+/* Superblock write through the writer's transaction (inode.c). */
+int kv_super_store(kv_txn *txn, const struct kv_super *s);
+
+#endif

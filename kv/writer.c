@@ -1,0 +1,303 @@
+/*
+ * writer.c - the one thread that writes: a queue of ops, applied in batches,
+ * one commit per batch (group commit).
+ *
+ * A batch, for the ops queued when the writer wakes:
+ *
+ *   begin parent txn
+ *   for each op: begin child; rc = apply(); rc ? abort child : commit child
+ *   store the superblock if the inode counter moved
+ *   commit parent; sync if an op asked (KV_OP_SYNC) and the mode needs it
+ *   done(op, rc) for each op
+ *
+ * Invariants:
+ *  1. done() of an op runs only after the commit that holds it returned, so
+ *     nobody is told of a change before it is visible (and durable, in the
+ *     modes and for the ops that ask).
+ *  2. An op that fails is rolled back alone (its child txn is aborted); the
+ *     ops before and after it are unaffected.
+ *  3. MDB_MAP_FULL (from an op or from the commit) aborts everything not yet
+ *     committed; the map grows and the uncommitted ops are replayed. When the
+ *     map cannot grow, the op that needed the room gets -ENOSPC and the
+ *     others are retried without it. MDB_TXN_FULL splits the batch the same
+ *     way. So nothing committed is ever lost and one op cannot fail another.
+ *  4. done() may free the op: the writer reads op->next before calling it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "writer.h"
+
+static void finish(struct kv_op *from, struct kv_op *to)
+{
+	while (from != to) {
+		struct kv_op *next = from->next;
+		if (from->done)
+			from->done(from->arg, from->rc);
+		from = next;
+	}
+}
+
+static int store_super(kv_env *e, MDB_txn *parent)
+{
+	kv_txn t = {.env = e, .txn = parent, .write = 1};
+	struct kv_super s = e->super;
+	int rc;
+
+	s.next_ino = e->next_ino;
+	rc = kv_super_store(&t, &s);
+	return t.map_full ? MDB_MAP_FULL : rc;
+}
+
+enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL };
+
+/* Apply ops from start until the end or an op that needs more room. Returns
+ * the first op not applied (NULL: all) and why it stopped. */
+static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
+			       enum stop_reason *why)
+{
+	struct kv_op *op;
+	int rc;
+
+	*why = STOP_NONE;
+	for (op = start; op; op = op->next) {
+		kv_txn t = {.env = e, .write = 1};
+		rc = mdb_txn_begin(e->env, parent, 0, &t.txn);
+		if (rc) {
+			op->rc = kv_err(&t, rc, "begin op");
+		} else {
+			op->rc = op->apply(&t, op->arg);
+			kv_txn_close_cursors(&t);
+			if (op->rc == 0 && !t.map_full && !t.txn_full) {
+				rc = mdb_txn_commit(t.txn);
+				if (rc)
+					op->rc = kv_err(&t, rc, "commit op");
+			} else {
+				mdb_txn_abort(t.txn);
+			}
+		}
+		if (t.map_full) {
+			*why = STOP_MAP_FULL;
+			return op;
+		}
+		if (t.txn_full) {
+			*why = STOP_TXN_FULL;
+			return op;
+		}
+	}
+	return NULL;
+}
+
+static void run_batch(kv_env *e, struct kv_op *start)
+{
+	while (start) {
+		enum stop_reason why;
+		struct kv_op *stop, *op;
+		MDB_txn *parent;
+		int rc, sync = 0;
+
+		rc = mdb_txn_begin(e->env, NULL, 0, &parent);
+		if (rc) {
+			rc = kv_err(NULL, rc, "begin batch");
+			for (op = start; op; op = op->next)
+				op->rc = rc;
+			finish(start, NULL);
+			return;
+		}
+		stop = apply_ops(e, parent, start, &why);
+		if (stop == start) {
+			/* the first op alone does not fit */
+			mdb_txn_abort(parent);
+			if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+				continue;
+			start->rc = why == STOP_TXN_FULL ? -EFBIG : -ENOSPC;
+			stop = start->next;
+			finish(start, stop);
+			start = stop;
+			continue;
+		}
+		uint64_t next_ino = e->next_ino;
+		rc = next_ino != e->super.next_ino ? store_super(e, parent) : 0;
+		if (rc == 0)
+			rc = mdb_txn_commit(parent);
+		else
+			mdb_txn_abort(parent);
+		if (rc == 0)
+			e->super.next_ino = next_ino;
+		if (rc == MDB_MAP_FULL) {
+			if (kv_map_grow(e) == 0)
+				continue; /* replay from start */
+		}
+		if (rc) {
+			/* store_super gave an errno; LMDB codes are positive or below -30000 */
+			if (rc > 0 || rc < -4095)
+				rc = kv_err(NULL, rc, "commit batch");
+			for (op = start; op != stop; op = op->next)
+				if (op->rc == 0)
+					op->rc = rc;
+		} else {
+			e->unsynced = e->durability != KV_DURABLE_FULL;
+			for (op = start; op != stop; op = op->next)
+				sync |= op->flags & KV_OP_SYNC;
+			if (sync && e->durability != KV_DURABLE_FULL) {
+				rc = mdb_env_sync(e->env, 1);
+				if (rc) {
+					rc = kv_err(NULL, rc, "sync");
+					for (op = start; op != stop; op = op->next)
+						if ((op->flags & KV_OP_SYNC) && op->rc == 0)
+							op->rc = rc;
+				} else {
+					e->unsynced = 0;
+				}
+			}
+		}
+		finish(start, stop);
+		if (stop && why == STOP_MAP_FULL && kv_map_grow(e) != 0) {
+			/* the op that needed room fails; the rest go on */
+			struct kv_op *next = stop->next;
+			stop->rc = -ENOSPC;
+			finish(stop, next);
+			stop = next;
+		}
+		start = stop;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	kv_env *e = arg;
+
+	for (;;) {
+		struct kv_op *batch;
+
+		pthread_mutex_lock(&e->q_lock);
+		while (!e->q_head && !e->q_stop) {
+			if (e->unsynced && e->sync_interval_ms) {
+				/* idle with commits not yet durable: sync them after the
+				 * interval unless more work comes first */
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_sec += e->sync_interval_ms / 1000;
+				ts.tv_nsec += (long)(e->sync_interval_ms % 1000) * 1000000;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				if (pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts) == ETIMEDOUT &&
+				    !e->q_head) {
+					pthread_mutex_unlock(&e->q_lock);
+					if (mdb_env_sync(e->env, 1) == 0)
+						e->unsynced = 0;
+					pthread_mutex_lock(&e->q_lock);
+				}
+			} else {
+				pthread_cond_wait(&e->q_cond, &e->q_lock);
+			}
+		}
+		batch = e->q_head;
+		e->q_head = e->q_tail = NULL;
+		pthread_mutex_unlock(&e->q_lock);
+		if (!batch)
+			break; /* stopping and drained */
+		run_batch(e, batch);
+	}
+	return NULL;
+}
+
+int kv_writer_start(kv_env *e)
+{
+	int rc;
+
+	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
+	if (!e->wbuf)
+		return -ENOMEM;
+	pthread_mutex_init(&e->q_lock, NULL);
+	pthread_cond_init(&e->q_cond, NULL);
+	rc = pthread_create(&e->writer, NULL, writer_main, e);
+	if (rc) {
+		free(e->wbuf);
+		e->wbuf = NULL;
+		return -rc;
+	}
+	e->writer_running = 1;
+	return 0;
+}
+
+void kv_writer_stop(kv_env *e)
+{
+	pthread_mutex_lock(&e->q_lock);
+	e->q_stop = 1;
+	pthread_cond_signal(&e->q_cond);
+	pthread_mutex_unlock(&e->q_lock);
+	pthread_join(e->writer, NULL);
+	e->writer_running = 0;
+	pthread_cond_destroy(&e->q_cond);
+	pthread_mutex_destroy(&e->q_lock);
+	free(e->wbuf);
+	e->wbuf = NULL;
+}
+
+int kv_submit(kv_env *e, struct kv_op *op)
+{
+	if (e->readonly || !e->writer_running)
+		return -EROFS;
+	op->next = NULL;
+	op->rc = 0;
+	pthread_mutex_lock(&e->q_lock);
+	if (e->q_tail)
+		e->q_tail->next = op;
+	else
+		e->q_head = op;
+	e->q_tail = op;
+	pthread_cond_signal(&e->q_cond);
+	pthread_mutex_unlock(&e->q_lock);
+	return 0;
+}
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int finished;
+	int rc;
+	kv_apply_fn apply;
+	void *arg;
+};
+
+static int waiter_apply(kv_txn *t, void *arg)
+{
+	struct waiter *w = arg;
+	return w->apply(t, w->arg);
+}
+
+static void waiter_done(void *arg, int rc)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->rc = rc;
+	w->finished = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
+{
+	struct waiter w = {.apply = apply, .arg = arg};
+	struct kv_op op = {.apply = waiter_apply, .done = waiter_done, .arg = &w, .flags = flags};
+	int rc;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	rc = kv_submit(e, &op);
+	if (rc == 0) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.finished)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		rc = w.rc;
+	}
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	return rc;
+}

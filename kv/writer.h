@@ -1,0 +1,15 @@
+/*
+ * writer.h - the single writer thread of a read-write env (writer.c).
+ */
+#ifndef KVFS_KV_WRITER_H
+#define KVFS_KV_WRITER_H
+
+#include "kv_int.h"
+
+int kv_writer_start(kv_env *env);
+/* Run every queued op, then end the thread. */
+void kv_writer_stop(kv_env *env);
+/* Grow the map one step; -ENOSPC at the maximum (env.c). */
+int kv_map_grow(kv_env *env);
+
+#endif

@@ -1,0 +1,657 @@
+/*
+ * test_data.c - kv/data.c: file contents as blocks. Writes and reads (the
+ * iovecs gathered into a buffer) with holes, short tails, overwrites and
+ * unaligned writes across blocks; truncate down and up; punch hole;
+ * SEEK_DATA/SEEK_HOLE; nblocks accounting; a seeded random sequence checked
+ * against an in-memory model after every step; a block corrupted through
+ * raw LMDB reading as -EIO; purge of an inode's blocks.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kv_int.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------ model -- */
+
+#define NB 10 /* blocks a model file may span */
+
+/* A file as kv/data.c should keep it: its bytes, its size and the stored
+ * length of each block (0: a hole). */
+struct model {
+	uint64_t bs, size;
+	size_t blen[NB];
+	unsigned char *buf; /* NB * bs bytes, zero past size */
+};
+
+static void m_init(struct model *m, uint64_t bs)
+{
+	memset(m, 0, sizeof(*m));
+	m->bs = bs;
+	m->buf = calloc(NB, bs);
+	assert_non_null(m->buf);
+}
+
+static uint64_t m_nblocks(const struct model *m)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < NB; i++)
+		n += m->blen[i] > 0;
+	return n;
+}
+
+static void m_write(struct model *m, uint64_t off, const void *src, size_t len)
+{
+	uint64_t end = off + len;
+
+	assert_true(end <= NB * m->bs);
+	memcpy(m->buf + off, src, len);
+	for (uint64_t idx = off / m->bs; idx * m->bs < end; idx++) {
+		uint64_t to = end - idx * m->bs < m->bs ? end - idx * m->bs : m->bs;
+		if (m->blen[idx] < to)
+			m->blen[idx] = to;
+	}
+	if (end > m->size)
+		m->size = end;
+}
+
+/* Drop or trim what lies in [off, end): whole blocks go, a block keeps the
+ * bytes before off, a range inside a block becomes zeros. */
+static void m_zero(struct model *m, uint64_t off, uint64_t end)
+{
+	memset(m->buf + off, 0, end - off);
+	for (uint64_t idx = off / m->bs; idx * m->bs < end; idx++) {
+		uint64_t at = idx * m->bs;
+		uint64_t from = off > at ? off - at : 0;
+		uint64_t to = end - at < m->bs ? end - at : m->bs;
+		if (from == 0 && to >= m->blen[idx])
+			m->blen[idx] = 0;
+		else if (from < m->blen[idx] && to >= m->blen[idx])
+			m->blen[idx] = from;
+	}
+}
+
+static void m_truncate(struct model *m, uint64_t size)
+{
+	if (size < m->size)
+		m_zero(m, size, NB * m->bs);
+	m->size = size;
+}
+
+static void m_punch(struct model *m, uint64_t off, uint64_t len)
+{
+	if (off >= m->size || len == 0)
+		return;
+	m_zero(m, off, len > m->size - off ? m->size : off + len);
+}
+
+/* Data is what the stored blocks hold; the rest up to size is hole. */
+static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out)
+{
+	uint64_t p = off;
+
+	if (off >= m->size)
+		return -ENXIO;
+	while (p < m->size) {
+		uint64_t at = p / m->bs * m->bs, data_end = at + m->blen[p / m->bs];
+		if (p < data_end) {
+			if (whence == SEEK_DATA)
+				break;
+			p = data_end;
+		} else {
+			if (whence == SEEK_HOLE)
+				break;
+			p = at + m->bs;
+		}
+	}
+	if (p >= m->size) {
+		if (whence == SEEK_DATA)
+			return -ENXIO;
+		p = m->size;
+	}
+	*out = p;
+	return 0;
+}
+
+/* ----------------------------------------------------- file helpers -- */
+
+struct range_arg {
+	uint64_t ino, off, len;
+	int punch;
+};
+
+static int range_apply(kv_txn *t, void *p)
+{
+	struct range_arg *a = p;
+	struct kv_inode in;
+	int rc;
+
+	rc = kv_inode_get(t, a->ino, &in);
+	if (rc)
+		return rc;
+	rc = a->punch ? kv_data_punch(t, &in, a->off, a->len) : kv_data_truncate(t, &in, a->off);
+	if (!rc)
+		rc = kv_inode_put(t, &in);
+	return rc;
+}
+
+static int f_truncate(kv_env *e, uint64_t ino, uint64_t size)
+{
+	struct range_arg a = {.ino = ino, .off = size};
+
+	return kv_write(e, range_apply, &a, 0);
+}
+
+static int f_punch(kv_env *e, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct range_arg a = {.ino = ino, .off = off, .len = len, .punch = 1};
+
+	return kv_write(e, range_apply, &a, 0);
+}
+
+static int f_seek(kv_env *e, uint64_t ino, uint64_t off, int whence, uint64_t *out)
+{
+	struct kv_inode in;
+	kv_txn *t;
+	int rc;
+
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	rc = kv_inode_get(t, ino, &in);
+	if (!rc)
+		rc = kv_data_seek(t, ino, in.size, off, whence, out);
+	kv_read_end(t);
+	return rc;
+}
+
+static uint64_t f_new(kv_env *e, const char *name)
+{
+	uint64_t ino;
+
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, name, S_IFREG | 0644, &ino), 0);
+	return ino;
+}
+
+/* The whole file, its size and nblocks against the model. */
+static void check_model(kv_env *e, uint64_t ino, const struct model *m)
+{
+	unsigned char *got = malloc(NB * m->bs + 1);
+	struct kv_inode in;
+
+	assert_non_null(got);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == m->size);
+	assert_true(in.nblocks == m_nblocks(m));
+	/* ask for more than there is: the count stops at the size */
+	assert_int_equal(tu_pread(e, ino, 0, NB * m->bs + 1, got), (ssize_t)m->size);
+	if (m->size)
+		assert_memory_equal(got, m->buf, m->size);
+	free(got);
+}
+
+static void check_range(kv_env *e, uint64_t ino, const struct model *m, uint64_t off, uint64_t len)
+{
+	unsigned char *got = malloc(len + 1);
+	ssize_t want = off >= m->size ? 0 : (ssize_t)(len < m->size - off ? len : m->size - off);
+
+	assert_non_null(got);
+	assert_int_equal(tu_pread(e, ino, off, len, got), want);
+	if (want)
+		assert_memory_equal(got, m->buf + off, (size_t)want);
+	free(got);
+}
+
+static void check_seek(kv_env *e, uint64_t ino, const struct model *m, uint64_t off)
+{
+	static const int whences[] = {SEEK_DATA, SEEK_HOLE};
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t got = 0, want = 0;
+		int rc = m_seek(m, off, whences[i], &want);
+		assert_int_equal(f_seek(e, ino, off, whences[i], &got), rc);
+		if (rc == 0 && got != want)
+			fail_msg("seek %s from %llu: %llu, expected %llu",
+			         whences[i] == SEEK_DATA ? "data" : "hole", (unsigned long long)off,
+			         (unsigned long long)got, (unsigned long long)want);
+	}
+}
+
+/* Seek from every block boundary, a byte either side, and each block's
+ * stored end. */
+static void check_seeks(kv_env *e, uint64_t ino, const struct model *m)
+{
+	for (uint64_t idx = 0; idx < NB; idx++) {
+		uint64_t at = idx * m->bs;
+		check_seek(e, ino, m, at);
+		check_seek(e, ino, m, at + 1);
+		if (at)
+			check_seek(e, ino, m, at - 1);
+		check_seek(e, ino, m, at + m->blen[idx]);
+	}
+}
+
+/* Write through the store and the model, then compare everything. */
+static void mw(kv_env *e, uint64_t ino, struct model *m, uint64_t off, size_t len, uint64_t seed)
+{
+	unsigned char *src = malloc(len);
+
+	assert_non_null(src);
+	tu_fill(src, len, seed);
+	assert_int_equal(tu_pwrite(e, ino, off, src, len), 0);
+	m_write(m, off, src, len);
+	free(src);
+	check_model(e, ino, m);
+}
+
+/* ------------------------------------------------------------- tests -- */
+
+static kv_env *env_of(void **state)
+{
+	return ((struct tu_image *)*state)->env;
+}
+
+static void small_write(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f");
+	unsigned char got[100];
+	struct kv_inode in;
+
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 0 && in.nblocks == 0);
+	assert_int_equal(tu_pread(e, ino, 0, 100, got), 0);
+	assert_int_equal(tu_pwrite(e, ino, 0, "0123456789", 10), 0);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 10 && in.nblocks == 1);
+	assert_int_equal(tu_pread(e, ino, 0, 100, got), 10);
+	assert_memory_equal(got, "0123456789", 10);
+	assert_int_equal(tu_pread(e, ino, 4, 3, got), 3);
+	assert_memory_equal(got, "456", 3);
+	assert_int_equal(tu_pread(e, ino, 10, 100, got), 0);
+	assert_int_equal(tu_pread(e, ino, 1000, 100, got), 0);
+	/* the short tail grows in place */
+	assert_int_equal(tu_pwrite(e, ino, 10, "ab", 2), 0);
+	assert_int_equal(tu_pread(e, ino, 8, 100, got), 4);
+	assert_memory_equal(got, "89ab", 4);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 12 && in.nblocks == 1);
+	/* an empty write changes nothing */
+	assert_int_equal(tu_pwrite(e, ino, 5000, "", 0), 0);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 12 && in.nblocks == 1);
+}
+
+static void holes_and_tails(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, 3 * bs + 5, 1, 1);  /* blocks 0-2 are holes */
+	mw(e, ino, &m, 10, 10, 2);         /* block 0: a short block mid-file */
+	mw(e, ino, &m, bs + bs / 2, 7, 3); /* block 1 starts with zeros */
+	check_range(e, ino, &m, 15, bs);   /* data, tail zeros, hole, data */
+	check_range(e, ino, &m, 3 * bs, 100);
+	check_seeks(e, ino, &m);
+	free(m.buf);
+}
+
+static void overwrite_middle(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, 0, 3 * bs, 1);
+	mw(e, ino, &m, bs + 50, 100, 2);
+	mw(e, ino, &m, 0, 1, 3);
+	mw(e, ino, &m, 3 * bs - 1, 1, 4); /* last byte: size unchanged */
+	mw(e, ino, &m, bs - 1, 2, 5);     /* two bytes across a boundary */
+	assert_true(m.size == 3 * bs);
+	check_seeks(e, ino, &m);
+	free(m.buf);
+}
+
+static void unaligned_spanning(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, bs - 7, 2 * bs + bs / 2, 1); /* blocks 0 to 3 */
+	assert_int_equal(m_nblocks(&m), 4);
+	mw(e, ino, &m, 3, 3 * bs, 2);
+	mw(e, ino, &m, 5 * bs + 1, bs + 2, 3); /* past a hole, blocks 5 to 6 */
+	for (uint64_t off = 0; off < m.size; off += bs / 3)
+		check_range(e, ino, &m, off, bs + 11);
+	check_seeks(e, ino, &m);
+	free(m.buf);
+}
+
+static void truncate_down_up(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, 0, 3 * bs, 1);
+	assert_int_equal(f_truncate(e, ino, bs + 100), 0);
+	m_truncate(&m, bs + 100);
+	check_model(e, ino, &m);
+	assert_int_equal(m_nblocks(&m), 2);
+	/* grow again: the cut bytes read back as zeros */
+	assert_int_equal(f_truncate(e, ino, 3 * bs), 0);
+	m_truncate(&m, 3 * bs);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	/* grow by a write past the end: still zeros between */
+	mw(e, ino, &m, 4 * bs, 5, 2);
+	assert_int_equal(f_truncate(e, ino, bs), 0); /* exactly a boundary */
+	m_truncate(&m, bs);
+	check_model(e, ino, &m);
+	assert_int_equal(m_nblocks(&m), 1);
+	assert_int_equal(f_truncate(e, ino, 2 * bs + 3), 0);
+	m_truncate(&m, 2 * bs + 3);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	assert_int_equal(f_truncate(e, ino, 0), 0);
+	m_truncate(&m, 0);
+	check_model(e, ino, &m);
+	assert_int_equal(f_truncate(e, ino, 5 * bs), 0); /* all hole */
+	m_truncate(&m, 5 * bs);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	free(m.buf);
+}
+
+static void punch_hole(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e), out;
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, 0, 4 * bs, 1);
+	assert_int_equal(f_punch(e, ino, bs / 2, 2 * bs), 0);
+	m_punch(&m, bs / 2, 2 * bs);
+	check_model(e, ino, &m);
+	assert_int_equal(m_nblocks(&m), 3); /* block 1 dropped, 0 trimmed, 2 zeroed */
+	assert_int_equal(f_seek(e, ino, 0, SEEK_HOLE, &out), 0);
+	assert_true(out == bs / 2);
+	assert_int_equal(f_seek(e, ino, bs / 2, SEEK_DATA, &out), 0);
+	assert_true(out == 2 * bs);
+	check_seeks(e, ino, &m);
+	/* inside one block; past the end (clipped); beyond the end (nothing) */
+	assert_int_equal(f_punch(e, ino, 3 * bs + 10, 20), 0);
+	m_punch(&m, 3 * bs + 10, 20);
+	assert_int_equal(f_punch(e, ino, 4 * bs - 5, 1000), 0);
+	m_punch(&m, 4 * bs - 5, 1000);
+	assert_int_equal(f_punch(e, ino, 4 * bs, 1000), 0);
+	assert_int_equal(f_punch(e, ino, 0, 0), 0);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	/* the whole file: no blocks, the size stays */
+	assert_int_equal(f_punch(e, ino, 0, UINT64_MAX), 0);
+	m_punch(&m, 0, UINT64_MAX);
+	check_model(e, ino, &m);
+	assert_int_equal(m_nblocks(&m), 0);
+	assert_true(m.size == 4 * bs);
+	check_seeks(e, ino, &m);
+	free(m.buf);
+}
+
+static void seek_cases(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e), out;
+
+	assert_int_equal(f_seek(e, ino, 0, SEEK_DATA, &out), -ENXIO); /* empty */
+	assert_int_equal(f_seek(e, ino, 0, SEEK_HOLE, &out), -ENXIO);
+	assert_int_equal(tu_pwrite(e, ino, 2 * bs, "x", 1), 0);
+	assert_int_equal(f_seek(e, ino, 0, SEEK_DATA, &out), 0);
+	assert_true(out == 2 * bs);
+	assert_int_equal(f_seek(e, ino, 0, SEEK_HOLE, &out), 0);
+	assert_true(out == 0);
+	assert_int_equal(f_seek(e, ino, 2 * bs, SEEK_HOLE, &out), 0);
+	assert_true(out == 2 * bs + 1); /* the end of the file is a hole */
+	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_DATA, &out), -ENXIO);
+	assert_int_equal(f_seek(e, ino, 2 * bs, SEEK_CUR, &out), -EINVAL);
+	/* a file that ends in a hole: no data after the last block */
+	assert_int_equal(f_truncate(e, ino, 10 * bs), 0);
+	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_DATA, &out), -ENXIO);
+	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_HOLE, &out), 0);
+	assert_true(out == 2 * bs + 1);
+	assert_int_equal(f_seek(e, ino, 10 * bs - 1, SEEK_HOLE, &out), 0);
+	assert_true(out == 10 * bs - 1);
+}
+
+static void sparse_far(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e), out, far = 1ULL << 40;
+	size_t len = 3 * KV_BLOCK_SIZE_MAX + 100; /* zeros over several iovecs */
+	unsigned char *got = malloc(len);
+	struct iovec iov[2];
+	struct kv_inode in;
+	kv_txn *t;
+	int cnt;
+
+	assert_non_null(got);
+	assert_int_equal(tu_pwrite(e, ino, far, "tail", 4), 0);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == far + 4 && in.nblocks == 1);
+	assert_int_equal(tu_pread(e, ino, far + 4 - len, len, got), (ssize_t)len);
+	for (size_t i = 0; i < len - 4; i++)
+		if (got[i])
+			fail_msg("byte %zu of the hole is %d", i, got[i]);
+	assert_memory_equal(got + len - 4, "tail", 4);
+	assert_int_equal(f_seek(e, ino, 0, SEEK_DATA, &out), 0);
+	assert_true(out == far / bs * bs);
+	assert_int_equal(f_seek(e, ino, 5, SEEK_HOLE, &out), 0);
+	assert_true(out == 5);
+	/* too few iovecs for the range */
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_data_read(t, ino, in.size, far + 4 - len, len, iov, 2, &cnt), -E2BIG);
+	kv_read_end(t);
+	assert_int_equal(f_truncate(e, ino, 0), 0);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 0 && in.nblocks == 0);
+	free(got);
+}
+
+static void too_big(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f");
+	struct kv_inode in;
+
+	assert_int_equal(tu_pwrite(e, ino, INT64_MAX, "x", 1), -EFBIG);
+	assert_int_equal(tu_pwrite(e, ino, (uint64_t)INT64_MAX + 1, "x", 1), -EFBIG);
+	assert_int_equal(f_truncate(e, ino, (uint64_t)INT64_MAX + 1), -EFBIG);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == 0 && in.nblocks == 0);
+	assert_int_equal(tu_pwrite(e, ino, INT64_MAX - 1, "x", 1), 0);
+	assert_int_equal(tu_getattr(e, ino, &in), 0);
+	assert_true(in.size == (uint64_t)INT64_MAX && in.nblocks == 1);
+}
+
+/* Seeded random writes, truncates and punches, each checked in full. */
+static void random_ops(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e), s = 20240501;
+	struct model m;
+
+	m_init(&m, bs);
+	for (int step = 0; step < 300; step++) {
+		uint64_t r = tu_rand(&s) % 10, off = tu_rand(&s) % (6 * bs);
+		uint64_t len = 1 + tu_rand(&s) % (tu_rand(&s) % 4 ? bs / 2 : 2 * bs);
+		if (r < 6) {
+			mw(e, ino, &m, off, len, s);
+			continue;
+		}
+		if (r < 8) {
+			off = tu_rand(&s) % (7 * bs);
+			assert_int_equal(f_truncate(e, ino, off), 0);
+			m_truncate(&m, off);
+		} else {
+			assert_int_equal(f_punch(e, ino, off, len), 0);
+			m_punch(&m, off, len);
+		}
+		check_model(e, ino, &m);
+		check_range(e, ino, &m, tu_rand(&s) % (7 * bs), tu_rand(&s) % (3 * bs));
+		check_seeks(e, ino, &m);
+		for (int k = 0; k < 4; k++)
+			check_seek(e, ino, &m, tu_rand(&s) % (m.size + bs));
+	}
+	free(m.buf);
+}
+
+static int small_block_setup(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+	struct kv_mkfs_opts o = {.block_size = KV_BLOCK_SIZE_MIN, .root_mode = 0755};
+
+	*state = im;
+	if (!im || tu_image_new(im, &o) || tu_image_open(im, NULL))
+		return -1;
+	return kv_block_size(im->env) == KV_BLOCK_SIZE_MIN ? 0 : -1;
+}
+
+static void block_get(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	const void *data;
+	size_t len;
+	kv_txn *t;
+
+	assert_int_equal(tu_pwrite(e, ino, 2 * bs, "abc", 3), 0);
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_block_get(t, ino, 2, &data, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(data, "abc", 3);
+	assert_int_equal(kv_block_get(t, ino, 1, &data, &len), -ENOENT);
+	assert_int_equal(kv_block_get(t, ino + 1, 2, &data, &len), -ENOENT);
+	kv_read_end(t);
+}
+
+static void flip_byte(unsigned char *val, size_t len, void *arg)
+{
+	size_t at = *(size_t *)arg;
+
+	assert_true(at < len);
+	val[at] ^= 0x40;
+}
+
+/* A flipped byte in a stored block: reads and read-modify-writes of that
+ * block fail with -EIO, the other blocks still read. */
+static void corrupt_block(void **state)
+{
+	struct tu_image *im = *state;
+	uint64_t ino = f_new(im->env, "f"), bs = kv_block_size(im->env);
+	unsigned char *src = malloc(3 * bs), *got = malloc(3 * bs), kb[16];
+	size_t at = 10, len;
+	const void *data;
+	kv_txn *t;
+	int cnt;
+	struct iovec iov[8];
+
+	assert_non_null(src);
+	assert_non_null(got);
+	tu_fill(src, 3 * bs, 9);
+	assert_int_equal(tu_pwrite(im->env, ino, 0, src, 3 * bs), 0);
+	tu_image_close(im);
+	kv_put_be64(kb, ino);
+	kv_put_be64(kb + 8, 1);
+	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_DATA], kb, 16, flip_byte, &at), 0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+
+	assert_int_equal(kv_read_begin(im->env, &t), 0);
+	assert_int_equal(kv_block_get(t, ino, 1, &data, &len), -EIO);
+	assert_int_equal(kv_block_get(t, ino, 0, &data, &len), 0);
+	assert_int_equal(kv_data_read(t, ino, 3 * bs, bs + 5, 10, iov, 8, &cnt), -EIO);
+	assert_int_equal(kv_data_read(t, ino, 3 * bs, 0, 3 * bs, iov, 8, &cnt), -EIO);
+	kv_read_end(t);
+	assert_int_equal(tu_pread(im->env, ino, 0, 3 * bs, got), -EIO);
+	assert_int_equal(tu_pread(im->env, ino, 0, bs, got), (ssize_t)bs);
+	assert_memory_equal(got, src, bs);
+	assert_int_equal(tu_pread(im->env, ino, 2 * bs, bs, got), (ssize_t)bs);
+	assert_memory_equal(got, src + 2 * bs, bs);
+	/* a partial write must not build on the bad bytes */
+	assert_int_equal(tu_pwrite(im->env, ino, bs + 1, "x", 1), -EIO);
+	free(src);
+	free(got);
+}
+
+/* kv_inode_purge drops the blocks and xattrs of one inode, no other. */
+struct purge_arg {
+	uint64_t ino;
+};
+
+static int purge_apply(kv_txn *t, void *p)
+{
+	return kv_inode_purge(t, ((struct purge_arg *)p)->ino);
+}
+
+static void purge(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t a = f_new(e, "a"), b = f_new(e, "b"), bs = kv_block_size(e);
+	unsigned char *buf = malloc(20 * bs), *got = malloc(20 * bs);
+	struct purge_arg pa = {a};
+	struct kv_inode in;
+	struct kv_usage u;
+
+	assert_non_null(buf);
+	assert_non_null(got);
+	tu_fill(buf, 20 * bs, 4);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, 20 * bs), 0);
+	assert_int_equal(tu_pwrite(e, b, 0, buf, 3 * bs), 0);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.blocks == 23);
+	assert_int_equal(kv_write(e, purge_apply, &pa, 0), 0);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.blocks == 3);
+	assert_int_equal(tu_getattr(e, a, &in), -ENOENT);
+	assert_int_equal(tu_pread(e, b, 0, 3 * bs, got), (ssize_t)(3 * bs));
+	assert_memory_equal(got, buf, 3 * bs);
+	free(buf);
+	free(got);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(small_write, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(holes_and_tails, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(overwrite_middle, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(unaligned_spanning, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(truncate_down_up, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(punch_hole, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(seek_cases, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(sparse_far, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(too_big, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(random_ops, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(random_ops, small_block_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(holes_and_tails, small_block_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(block_get, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(corrupt_block, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(purge, tu_setup, tu_teardown),
+	};
+
+	return cmocka_run_group_tests_name("data", tests, NULL, NULL);
+}

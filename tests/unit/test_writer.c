@@ -1,0 +1,511 @@
+/*
+ * test_writer.c - kv/writer.c: batches. Ops queued together commit in one
+ * transaction; one op's failure rolls back only that op (its partial
+ * writes vanish, the others' effects stay, later ops of the batch never see
+ * it); done() follows the commit and may free its op; a map that must grow
+ * mid-batch replays the batch without losing or doubling anything; an op
+ * that cannot fit in a capped map gets -ENOSPC alone; many threads
+ * submitting at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+
+#include "kv_int.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------ batch -- */
+
+/* A gate op holds the writer inside its own batch until opened, so that
+ * everything submitted meanwhile is taken as the next batch. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int entered, open;
+	int ndone, nwant; /* done() calls seen, expected */
+};
+
+static int gate_apply(kv_txn *t, void *p)
+{
+	struct gate *g = p;
+
+	(void)t;
+	pthread_mutex_lock(&g->lock);
+	g->entered = 1;
+	pthread_cond_broadcast(&g->cond);
+	while (!g->open)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	return 0;
+}
+
+static void gate_init(struct gate *g, int nwant)
+{
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	g->nwant = nwant;
+}
+
+static void gate_close(kv_env *e, struct gate *g, struct kv_op *op)
+{
+	*op = (struct kv_op){.apply = gate_apply, .arg = g};
+	assert_int_equal(kv_submit(e, op), 0);
+	pthread_mutex_lock(&g->lock);
+	while (!g->entered)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Open the gate and wait for nwant done() calls. */
+static void gate_open_wait(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->open = 1;
+	pthread_cond_broadcast(&g->cond);
+	while (g->ndone < g->nwant)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+static void gate_done(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->ndone++;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* ---------------------------------------------------- mixed batch ops -- */
+
+#define NOPS 5
+
+/* What each op of the batch saw; filled on the writer thread. */
+struct result {
+	int rc;                /* from done() */
+	int order;             /* position among the done() calls */
+	int applied;           /* apply() calls */
+	size_t txnid;          /* of the transaction apply() ran in */
+	uint64_t ino;          /* created */
+	int visible_in_done;   /* its name could be looked up from done() */
+	unsigned char seen[4]; /* block 0 of "a" as apply() read it */
+};
+
+struct bop {
+	kv_env *env;
+	struct kv_op op;
+	int idx;
+	struct gate *g;
+	struct result *res; /* this op's result */
+	int *ndone;
+};
+
+static int create(kv_txn *t, const char *name, uint64_t *ino)
+{
+	struct kv_inode in = {.mode = 0100644, .nlink = 1, .parent = KV_ROOT_INO};
+	int rc;
+
+	if ((rc = kv_ino_alloc(t, &in.ino)) || (rc = kv_inode_put(t, &in)) ||
+	    (rc = kv_dirent_add(t, KV_ROOT_INO, name, strlen(name), in.ino, DT_REG)))
+		return rc;
+	*ino = in.ino;
+	return 0;
+}
+
+static int write_block0(kv_txn *t, uint64_t ino, const char *bytes)
+{
+	struct kv_inode in;
+	int rc;
+
+	if ((rc = kv_inode_get(t, ino, &in)) || (rc = kv_data_write(t, &in, 0, bytes, 4)))
+		return rc;
+	return kv_inode_put(t, &in);
+}
+
+static int lookup(kv_txn *t, const char *name, uint64_t *ino)
+{
+	struct kv_dirent de;
+	int rc = kv_dirent_lookup(t, KV_ROOT_INO, name, strlen(name), &de);
+
+	if (!rc)
+		*ino = de.ino;
+	return rc;
+}
+
+static int read_block0(kv_txn *t, const char *name, unsigned char out[4])
+{
+	const void *data;
+	uint64_t ino;
+	size_t len;
+	int rc;
+
+	if ((rc = lookup(t, name, &ino)) || (rc = kv_block_get(t, ino, 0, &data, &len)))
+		return rc;
+	memcpy(out, data, len < 4 ? len : 4);
+	return 0;
+}
+
+/* 0: create "a" = AAAA. 1: overwrite a with BBBB, create "b" with data and
+ * an xattr, then fail on a name that exists. 2: read a, create "c".
+ * 3: fail at once. 4: create "e". */
+static int bop_apply(kv_txn *t, void *p)
+{
+	struct bop *b = p;
+	struct result *r = b->res;
+	uint64_t a;
+	int rc;
+
+	r->applied++;
+	r->txnid = mdb_txn_id(t->txn);
+	switch (b->idx) {
+	case 0:
+		rc = create(t, "a", &r->ino);
+		return rc ? rc : write_block0(t, r->ino, "AAAA");
+	case 1:
+		if ((rc = read_block0(t, "a", r->seen)) || (rc = lookup(t, "a", &a)) ||
+		    (rc = write_block0(t, a, "BBBB")) || (rc = create(t, "b", &r->ino)) ||
+		    (rc = write_block0(t, r->ino, "bbbb")) ||
+		    (rc = kv_xattr_set(t, r->ino, "user.x", "1", 1, 0)))
+			return rc;
+		return kv_dirent_add(t, KV_ROOT_INO, "a", 1, r->ino, DT_REG); /* -EEXIST */
+	case 2:
+		rc = read_block0(t, "a", r->seen);
+		return rc ? rc : create(t, "c", &r->ino);
+	case 3:
+		return kv_dirent_add(t, KV_ROOT_INO, "c", 1, 99, DT_REG); /* -EEXIST */
+	default:
+		return create(t, "e", &r->ino);
+	}
+}
+
+static const char *const bop_names[NOPS] = {"a", "b", "c", NULL, "e"};
+
+static void bop_done(void *p, int rc)
+{
+	struct bop *b = p;
+	struct result *r = b->res;
+	struct gate *g = b->g;
+	uint64_t ino;
+	kv_txn *t;
+
+	r->rc = rc;
+	r->order = (*b->ndone)++;
+	if (bop_names[b->idx] && kv_read_begin(b->env, &t) == 0) {
+		r->visible_in_done = lookup(t, bop_names[b->idx], &ino) == 0;
+		kv_read_end(t);
+	}
+	free(b); /* invariant 4: the writer no longer touches the op */
+	gate_done(g);
+}
+
+static void batch_isolates_failure(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	struct result res[NOPS] = {0};
+	struct kv_op gop;
+	struct gate g;
+	struct kv_usage u;
+	unsigned char got[4];
+	uint64_t ino;
+	int ndone = 0;
+
+	gate_init(&g, NOPS);
+	gate_close(e, &g, &gop);
+	for (int i = 0; i < NOPS; i++) {
+		struct bop *b = calloc(1, sizeof(*b));
+		assert_non_null(b);
+		*b = (struct bop){.env = e, .idx = i, .g = &g, .res = &res[i], .ndone = &ndone};
+		b->op = (struct kv_op){.apply = bop_apply, .done = bop_done, .arg = b};
+		assert_int_equal(kv_submit(e, &b->op), 0);
+	}
+	gate_open_wait(&g);
+
+	for (int i = 0; i < NOPS; i++) {
+		assert_int_equal(res[i].order, i); /* done() in submission order */
+		assert_int_equal(res[i].applied, 1);
+		assert_true(res[i].txnid == res[0].txnid); /* one batch */
+	}
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(res[1].rc, -EEXIST);
+	assert_int_equal(res[2].rc, 0);
+	assert_int_equal(res[3].rc, -EEXIST);
+	assert_int_equal(res[4].rc, 0);
+	/* done() ran after the commit: the effects were visible to it */
+	assert_true(res[0].visible_in_done && res[2].visible_in_done && res[4].visible_in_done);
+	assert_false(res[1].visible_in_done);
+	/* op 1 saw op 0's write; op 2 did not see op 1's rolled-back one */
+	assert_memory_equal(res[1].seen, "AAAA", 4);
+	assert_memory_equal(res[2].seen, "AAAA", 4);
+
+	assert_int_equal(tu_pread(e, res[0].ino, 0, 4, got), 4);
+	assert_memory_equal(got, "AAAA", 4);
+	assert_int_equal(tu_getattr(e, res[1].ino, &(struct kv_inode){0}), -ENOENT);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.inodes == 4 && u.dirents == 3 && u.blocks == 1 && u.xattrs == 0);
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "b", 0100644, &ino), 0); /* "b" is free */
+	assert_true(ino > res[4].ino);
+}
+
+static int return_arg(kv_txn *t, void *p)
+{
+	(void)t;
+	return *(int *)p;
+}
+
+static void write_returns_apply_result(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	int rc = -EXDEV;
+
+	assert_int_equal(kv_write(e, return_arg, &rc, 0), -EXDEV);
+	rc = 0;
+	assert_int_equal(kv_write(e, return_arg, &rc, KV_OP_SYNC), 0);
+}
+
+static int normal_setup(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+
+	*state = im;
+	if (!im || tu_image_new(im, NULL))
+		return -1;
+	return tu_image_open(im, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL});
+}
+
+/* ---------------------------------------------------- big batches -- */
+
+/* One op: create file name and write len bytes of pattern seed into it. */
+struct fill_op {
+	struct kv_op op;
+	struct gate *g;
+	char name[16];
+	size_t len;
+	uint64_t seed;
+	unsigned char *data;
+	int applied, rc;
+	uint64_t ino;
+};
+
+static int fill_apply(kv_txn *t, void *p)
+{
+	struct fill_op *f = p;
+	struct kv_inode in;
+	int rc;
+
+	f->applied++;
+	if ((rc = create(t, f->name, &f->ino)) || (rc = kv_inode_get(t, f->ino, &in)) ||
+	    (rc = kv_data_write(t, &in, 0, f->data, f->len)))
+		return rc;
+	return kv_inode_put(t, &in);
+}
+
+static void fill_done(void *p, int rc)
+{
+	struct fill_op *f = p;
+
+	f->rc = rc;
+	gate_done(f->g);
+}
+
+/* Submit n fill ops of the given sizes as one batch; wait for them. */
+static struct fill_op *run_fills(kv_env *e, const size_t *lens, int n)
+{
+	struct fill_op *f = calloc((size_t)n, sizeof(*f));
+	struct kv_op gop;
+	struct gate g;
+
+	assert_non_null(f);
+	gate_init(&g, n);
+	gate_close(e, &g, &gop);
+	for (int i = 0; i < n; i++) {
+		f[i].g = &g;
+		f[i].len = lens[i];
+		f[i].data = malloc(lens[i]);
+		assert_non_null(f[i].data);
+		tu_fill(f[i].data, lens[i], (uint64_t)i + 100);
+		snprintf(f[i].name, sizeof(f[i].name), "fill%d", i);
+		f[i].op = (struct kv_op){.apply = fill_apply, .done = fill_done, .arg = &f[i]};
+		assert_int_equal(kv_submit(e, &f[i].op), 0);
+	}
+	gate_open_wait(&g);
+	return f;
+}
+
+static void check_fill(kv_env *e, const struct fill_op *f, int present)
+{
+	unsigned char *got = malloc(f->len);
+	struct kv_inode in;
+	kv_txn *t;
+	struct kv_dirent de;
+
+	assert_non_null(got);
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_dirent_lookup(t, KV_ROOT_INO, f->name, strlen(f->name), &de),
+	                 present ? 0 : -ENOENT);
+	kv_read_end(t);
+	if (present) {
+		assert_true(de.ino == f->ino);
+		assert_int_equal(tu_getattr(e, f->ino, &in), 0);
+		assert_true(in.size == f->len);
+		assert_int_equal(tu_pread(e, f->ino, 0, f->len, got), (ssize_t)f->len);
+		assert_memory_equal(got, f->data, f->len);
+	}
+	free(got);
+}
+
+static void free_fills(struct fill_op *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(f[i].data);
+	free(f);
+}
+
+/* 72 MiB in one batch overflows the initial 64 MiB map: the writer grows it
+ * and replays; every op lands exactly once. */
+#define NGROW 18
+
+static void batch_grows_map(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	size_t lens[NGROW];
+	struct fill_op *f;
+	struct kv_usage u;
+	uint64_t blocks = 0, bs = kv_block_size(e);
+	int applies = 0;
+
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.map_bytes < (uint64_t)NGROW * (4 << 20));
+	for (int i = 0; i < NGROW; i++)
+		lens[i] = (4 << 20) + (size_t)i;
+	f = run_fills(e, lens, NGROW);
+	for (int i = 0; i < NGROW; i++) {
+		assert_int_equal(f[i].rc, 0);
+		applies += f[i].applied;
+		blocks += (lens[i] + bs - 1) / bs;
+	}
+	assert_true(applies > NGROW); /* the growth path ran */
+	for (int i = 0; i < NGROW; i++)
+		check_fill(e, &f[i], 1);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.blocks == blocks);
+	assert_true(u.inodes == NGROW + 1);
+	assert_true(u.map_bytes > (uint64_t)NGROW * (4 << 20));
+	free_fills(f, NGROW);
+}
+
+static int capped_setup(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+
+	*state = im;
+	if (!im || tu_image_new(im, NULL))
+		return -1;
+	return tu_image_open(im, &(struct kv_open_opts){.max_size = 1 << 20});
+}
+
+/* In a map capped at 1 MiB, the 2 MiB op fails alone with -ENOSPC. */
+static void batch_map_full_fails_one(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	size_t lens[4] = {5000, 2 << 20, 100, 9000};
+	struct fill_op *f;
+
+	f = run_fills(e, lens, 4);
+	assert_int_equal(f[0].rc, 0);
+	assert_int_equal(f[1].rc, -ENOSPC);
+	assert_int_equal(f[2].rc, 0);
+	assert_int_equal(f[3].rc, 0);
+	check_fill(e, &f[0], 1);
+	check_fill(e, &f[1], 0);
+	check_fill(e, &f[2], 1);
+	check_fill(e, &f[3], 1);
+	free_fills(f, 4);
+}
+
+/* ------------------------------------------------------- submitters -- */
+
+#define NTHREADS 4
+#define PER_THREAD 150
+
+struct submitter {
+	kv_env *env;
+	int id, rc;
+	uint64_t inos[PER_THREAD];
+};
+
+static void *submitter_main(void *p)
+{
+	struct submitter *s = p;
+	char name[32];
+
+	for (int i = 0; i < PER_THREAD && !s->rc; i++) {
+		snprintf(name, sizeof(name), "t%d-%d", s->id, i);
+		s->rc = tu_mkfile(s->env, KV_ROOT_INO, name, 0100644, &s->inos[i]);
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void many_submitters(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	struct submitter *s = calloc(NTHREADS, sizeof(*s));
+	uint64_t *all = calloc(NTHREADS * PER_THREAD, sizeof(*all));
+	pthread_t th[NTHREADS];
+	struct kv_usage u;
+
+	assert_non_null(s);
+	assert_non_null(all);
+	for (int i = 0; i < NTHREADS; i++) {
+		s[i].env = e;
+		s[i].id = i;
+		assert_int_equal(pthread_create(&th[i], NULL, submitter_main, &s[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(s[i].rc, 0);
+		memcpy(all + i * PER_THREAD, s[i].inos, sizeof(s[i].inos));
+	}
+	qsort(all, NTHREADS * PER_THREAD, sizeof(*all), cmp_u64);
+	for (int i = 1; i < NTHREADS * PER_THREAD; i++)
+		assert_true(all[i] > all[i - 1]); /* every number given once */
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.inodes == NTHREADS * PER_THREAD + 1);
+	assert_true(u.dirents == NTHREADS * PER_THREAD);
+	free(s);
+	free(all);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(batch_isolates_failure, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(batch_isolates_failure, normal_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(write_returns_apply_result, normal_setup,
+	                                        tu_teardown),
+	        cmocka_unit_test_setup_teardown(batch_grows_map, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(batch_map_full_fails_one, capped_setup,
+	                                        tu_teardown),
+	        cmocka_unit_test_setup_teardown(many_submitters, tu_setup, tu_teardown),
+	};
+
+	return cmocka_run_group_tests_name("writer", tests, NULL, NULL);
+}

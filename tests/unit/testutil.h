@@ -1,0 +1,64 @@
+/*
+ * testutil.h - helpers shared by the kv/ unit tests: a temporary directory
+ * holding a fresh image, and small file operations run through the writer.
+ *
+ * The helpers return 0 or a negative errno like kv/ itself and never assert,
+ * so they can run on any thread; the tests assert on what they return.
+ */
+#ifndef KVFS_TESTUTIL_H
+#define KVFS_TESTUTIL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kv.h"
+
+struct tu_image {
+	char dir[PATH_MAX];  /* a fresh directory of its own */
+	char path[PATH_MAX]; /* dir/image */
+	kv_env *env;         /* NULL while closed */
+	char err[512];       /* message of the last kv_mkfs / kv_open */
+};
+
+/* Make a temporary directory and a new image in it (o: NULL for defaults). */
+int tu_image_new(struct tu_image *im, const struct kv_mkfs_opts *o);
+/* Open im->path into im->env (o: NULL for a read-write open without syncs). */
+int tu_image_open(struct tu_image *im, const struct kv_open_opts *o);
+void tu_image_close(struct tu_image *im);
+/* Close, then remove every file of the directory and the directory. */
+void tu_image_free(struct tu_image *im);
+/* dir/name into buf (PATH_MAX bytes); returns buf. */
+char *tu_image_file(const struct tu_image *im, const char *name, char *buf);
+
+/* cmocka group fixtures: *state becomes an open struct tu_image. */
+int tu_setup(void **state);
+int tu_teardown(void **state);
+
+/* A new inode of the given mode (S_IFREG | 0644 ...) named name in dir. */
+int tu_mkfile(kv_env *env, uint64_t dir, const char *name, uint32_t mode, uint64_t *ino);
+/* Write through kv_data_write and store the inode, in one op. */
+int tu_pwrite(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* Read [off, off + len) of the file (its stored size) into buf: the byte
+ * count, or a negative errno. */
+ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf);
+/* The inode's fixed fields (inline_data is cleared: it would dangle). */
+int tu_getattr(kv_env *env, uint64_t ino, struct kv_inode *out);
+
+/* Edit one value of a closed image through raw LMDB: fn changes the copy
+ * of the value of key in database db (a kv_db_names entry), which is then
+ * stored. 0, or the LMDB error as a negative number. */
+typedef void (*tu_edit_fn)(unsigned char *val, size_t len, void *arg);
+int tu_raw_edit(const char *path, const char *db, const void *key, size_t klen, tu_edit_fn fn,
+                void *arg);
+
+/* The whole content of a file (malloc'd) and its length; NULL on error. */
+unsigned char *tu_slurp(const char *path, size_t *len);
+/* Write len bytes to a new file path. */
+int tu_spit(const char *path, const void *buf, size_t len);
+/* Deterministic pseudo-random bytes (xorshift64*, seeded). */
+void tu_fill(void *buf, size_t len, uint64_t seed);
+uint64_t tu_rand(uint64_t *state);
+
+#endif
