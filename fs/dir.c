@@ -1,0 +1,701 @@
+/*
+ * dir.c - names: lookup, the calls that make and remove names (mknod, mkdir,
+ * symlink, link, create's first half, unlink, rmdir, rename), readlink and
+ * directory listings.
+ *
+ * Invariants:
+ *  1. Every change to the tree is one writer op: all its records (dirents,
+ *     the child, both parents) change in one nested transaction or none do.
+ *  2. A directory's size is its number of entries and its nlink is 2 plus
+ *     its subdirectories; every op here keeps both exact.
+ *  3. Each entry reply adds one lookup reference (itable.c) before it is
+ *     sent; "." and ".." of readdirplus add none (the kernel takes none).
+ *  4. lookup and readdir read through the thread's recycled read
+ *     transaction; lookup allocates nothing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+
+#define DT_OF(mode) ((uint8_t)(((mode) & S_IFMT) >> 12))
+#define NLINK_MAX 0xfffffffeU
+#define NGROUPS_KEEP 64
+
+static int get_dir(kv_txn *t, uint64_t ino, struct kv_inode *dir)
+{
+	int rc = kv_inode_get(t, ino, dir);
+
+	if (rc)
+		return rc;
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (dir->nlink == 0)
+		return -ENOENT; /* removed while open */
+	return 0;
+}
+
+static void touch_dir(struct kv_inode *dir, int64_t now)
+{
+	dir->mtime_ns = dir->ctime_ns = now;
+}
+
+/* --------------------------------------------------------------- lookup -- */
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	struct kv_dirent de;
+	struct kv_inode in;
+	size_t len = strlen(name);
+	kv_txn *t;
+	int rc;
+
+	if (len > KV_NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	rc = kv_read_begin(fs.env, &t);
+	if (rc)
+		goto reply_err;
+	rc = kv_inode_get(t, parent, &in);
+	if (rc == 0 && !S_ISDIR(in.mode))
+		rc = -ENOTDIR;
+	if (rc == 0)
+		rc = kv_dirent_lookup(t, parent, name, len, &de);
+	if (rc == 0)
+		rc = kv_inode_get(t, de.ino, &in);
+	if (rc == 0)
+		fs_fill_entry(&in, &e);
+	kv_read_end(t);
+	if (rc == 0) {
+		fs_itable_ref(e.ino);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc == -ENOENT) {
+		/* a negative entry: the kernel may cache the absence */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs.cfg.timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+reply_err:
+	fuse_reply_err(req, -rc);
+}
+
+/* ----------------------------------------------------- making names -- */
+
+struct mk_args {
+	uint64_t parent;
+	const char *name;
+	size_t len;
+	uint32_t mode, uid, gid;
+	uint64_t rdev;
+	const char *target; /* symlink */
+	size_t target_len;
+	uint64_t link_ino;  /* link: the existing inode */
+	int ngroups;        /* the caller's groups, when a set-group-ID bit may need them */
+	gid_t groups[NGROUPS_KEEP];
+	struct kv_inode out;
+};
+
+static int in_groups(const struct mk_args *a, uint32_t gid)
+{
+	if (a->gid == gid)
+		return 1;
+	for (int i = 0; i < a->ngroups; i++)
+		if (a->groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+static int apply_mknod(kv_txn *t, void *arg)
+{
+	struct mk_args *a = arg;
+	struct kv_inode dir, in = {0};
+	struct kv_dirent de;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	rc = get_dir(t, a->parent, &dir);
+	if (rc)
+		return rc;
+	rc = kv_dirent_lookup(t, a->parent, a->name, a->len, &de);
+	if (rc != -ENOENT)
+		return rc ? rc : -EEXIST;
+	if (S_ISDIR(a->mode) && dir.nlink >= NLINK_MAX)
+		return -EMLINK;
+	rc = kv_ino_alloc(t, &in.ino);
+	if (rc)
+		return rc;
+	in.mode = a->mode;
+	in.uid = a->uid;
+	in.gid = a->gid;
+	if (dir.mode & S_ISGID) { /* setgid directory: its group passes on */
+		in.gid = dir.gid;
+		if (S_ISDIR(in.mode))
+			in.mode |= S_ISGID;
+	}
+	if (!S_ISDIR(in.mode) && (in.mode & S_ISGID) && a->uid != 0 && !in_groups(a, in.gid))
+		in.mode &= ~(uint32_t)S_ISGID;
+	in.nlink = S_ISDIR(in.mode) ? 2 : 1;
+	in.rdev = a->rdev;
+	in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = now;
+	if (S_ISDIR(in.mode))
+		in.parent = a->parent;
+	if (S_ISLNK(in.mode)) {
+		in.inline_data = a->target;
+		in.inline_len = (uint32_t)a->target_len;
+	}
+	rc = kv_inode_put(t, &in);
+	if (!rc)
+		rc = kv_dirent_add(t, a->parent, a->name, a->len, in.ino, DT_OF(in.mode));
+	if (rc)
+		return rc;
+	dir.size++;
+	if (S_ISDIR(in.mode))
+		dir.nlink++;
+	touch_dir(&dir, now);
+	rc = kv_inode_put(t, &dir);
+	in.inline_data = NULL;
+	a->out = in;
+	return rc;
+}
+
+static void caller_groups(fuse_req_t req, struct mk_args *a)
+{
+	int n = fuse_req_getgroups(req, NGROUPS_KEEP, a->groups);
+	a->ngroups = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
+}
+
+/* Make a name and send the entry (or create) reply. */
+static void make(fuse_req_t req, struct mk_args *a, struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_entry_param e;
+	int rc;
+
+	a->len = strlen(a->name);
+	if (a->len > KV_NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	a->uid = ctx->uid;
+	a->gid = ctx->gid;
+	if ((a->mode & S_ISGID) && !S_ISDIR(a->mode) && ctx->uid != 0)
+		caller_groups(req, a);
+	rc = kv_write(fs.env, apply_mknod, a, 0);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fs_fill_entry(&a->out, &e);
+	fs_itable_ref(e.ino);
+	if (fi) {
+		fi->fh = 0;
+		fi->keep_cache = fs.cfg.keep_cache;
+		fuse_reply_create(req, &e, fi);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct mk_args a = {.parent = parent, .name = name, .mode = mode, .rdev = rdev};
+
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		break;
+	case 0:
+		a.mode |= S_IFREG;
+		break;
+	default:
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	make(req, &a, NULL);
+}
+
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFDIR | (mode & 07777)};
+	make(req, &a, NULL);
+}
+
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFLNK | 0777,
+			    .target = link, .target_len = strlen(link)};
+
+	if (a.target_len > KV_SYMLINK_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	make(req, &a, NULL);
+}
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		  struct fuse_file_info *fi)
+{
+	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777)};
+	make(req, &a, fi);
+}
+
+static int apply_link(kv_txn *t, void *arg)
+{
+	struct mk_args *a = arg;
+	struct kv_inode dir, *in = &a->out;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	rc = kv_inode_get(t, a->link_ino, in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in->mode))
+		return -EPERM;
+	if (in->nlink == 0)
+		return -ENOENT;
+	if (in->nlink >= NLINK_MAX)
+		return -EMLINK;
+	rc = get_dir(t, a->parent, &dir);
+	if (!rc)
+		rc = kv_dirent_add(t, a->parent, a->name, a->len, in->ino, DT_OF(in->mode));
+	if (rc)
+		return rc;
+	in->nlink++;
+	in->ctime_ns = now;
+	dir.size++;
+	touch_dir(&dir, now);
+	rc = kv_inode_put(t, in);
+	if (!rc)
+		rc = kv_inode_put(t, &dir);
+	in->inline_data = NULL;
+	return rc;
+}
+
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct mk_args a = {.parent = newparent, .name = newname, .link_ino = ino};
+	struct fuse_entry_param e;
+	int rc;
+
+	a.len = strlen(newname);
+	if (a.len > KV_NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	rc = kv_write(fs.env, apply_link, &a, 0);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fs_fill_entry(&a.out, &e);
+	fs_itable_ref(e.ino);
+	fuse_reply_entry(req, &e);
+}
+
+/* ---------------------------------------------------- removing names -- */
+
+struct rm_args {
+	uint64_t parent;
+	const char *name;
+	size_t len;
+	int dir; /* rmdir */
+};
+
+static int apply_remove(kv_txn *t, void *arg)
+{
+	struct rm_args *a = arg;
+	struct kv_inode dir, child;
+	struct kv_dirent de;
+	int rc;
+
+	rc = get_dir(t, a->parent, &dir);
+	if (!rc)
+		rc = kv_dirent_lookup(t, a->parent, a->name, a->len, &de);
+	if (!rc)
+		rc = kv_inode_get(t, de.ino, &child);
+	if (rc)
+		return rc;
+	if (a->dir) {
+		if (!S_ISDIR(child.mode))
+			return -ENOTDIR;
+		if (child.size > 0)
+			return -ENOTEMPTY;
+		dir.nlink--;
+		child.nlink = 1; /* its own "." goes with its name */
+	} else if (S_ISDIR(child.mode)) {
+		return -EISDIR;
+	}
+	rc = kv_dirent_remove(t, a->parent, a->name, a->len);
+	if (rc)
+		return rc;
+	dir.size--;
+	touch_dir(&dir, fs_now_ns());
+	rc = kv_inode_put(t, &dir);
+	return rc ? rc : fs_drop_link(t, &child);
+}
+
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int isdir)
+{
+	struct rm_args a = {.parent = parent, .name = name, .len = strlen(name), .dir = isdir};
+	int rc;
+
+	if (a.len > KV_NAME_MAX)
+		rc = -ENAMETOOLONG;
+	else
+		rc = kv_write(fs.env, apply_remove, &a, 0);
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 0);
+}
+
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 1);
+}
+
+/* -------------------------------------------------------------- rename -- */
+
+struct rename_args {
+	uint64_t parent, newparent;
+	const char *name, *newname;
+	size_t len, newlen;
+	unsigned flags;
+};
+
+/* 1 if anc is dir or one of its ancestors, 0 if not. */
+static int is_ancestor(kv_txn *t, uint64_t anc, uint64_t dir)
+{
+	struct kv_inode in;
+	uint64_t cur = dir;
+
+	for (int depth = 0; depth < 1 << 20; depth++) {
+		if (cur == anc)
+			return 1;
+		if (cur == KV_ROOT_INO)
+			return 0;
+		int rc = kv_inode_get(t, cur, &in);
+		if (rc)
+			return rc == -ENOENT ? -EIO : rc;
+		cur = in.parent;
+	}
+	fs_log("directory %llu: parent chain loops", (unsigned long long)dir);
+	return -EIO;
+}
+
+static int rename_exchange(kv_txn *t, struct rename_args *a, struct kv_inode *p,
+			   struct kv_inode *np, struct kv_inode *s, struct kv_inode *d)
+{
+	int rc;
+
+	if (S_ISDIR(d->mode) && a->parent != a->newparent) {
+		rc = is_ancestor(t, d->ino, a->parent);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+	}
+	rc = kv_dirent_replace(t, a->parent, a->name, a->len, d->ino, DT_OF(d->mode));
+	if (!rc)
+		rc = kv_dirent_replace(t, a->newparent, a->newname, a->newlen, s->ino,
+				       DT_OF(s->mode));
+	if (rc)
+		return rc;
+	if (a->parent != a->newparent) {
+		if (S_ISDIR(s->mode)) {
+			s->parent = a->newparent;
+			p->nlink--;
+			np->nlink++;
+		}
+		if (S_ISDIR(d->mode)) {
+			d->parent = a->parent;
+			np->nlink--;
+			p->nlink++;
+		}
+	}
+	d->ctime_ns = s->ctime_ns;
+	return kv_inode_put(t, d);
+}
+
+static int rename_replace(kv_txn *t, struct rename_args *a, struct kv_inode *np,
+			  struct kv_inode *s, struct kv_inode *d)
+{
+	int rc;
+
+	if (S_ISDIR(s->mode) && !S_ISDIR(d->mode))
+		return -ENOTDIR;
+	if (!S_ISDIR(s->mode) && S_ISDIR(d->mode))
+		return -EISDIR;
+	if (S_ISDIR(d->mode) && d->size > 0)
+		return -ENOTEMPTY;
+	rc = kv_dirent_replace(t, a->newparent, a->newname, a->newlen, s->ino, DT_OF(s->mode));
+	if (rc)
+		return rc;
+	if (S_ISDIR(d->mode)) {
+		np->nlink--;
+		d->nlink = 1;
+	}
+	return fs_drop_link(t, d);
+}
+
+static int apply_rename(kv_txn *t, void *arg)
+{
+	struct rename_args *a = arg;
+	struct kv_inode pbuf, npbuf, s, d, *p = &pbuf, *np = &npbuf;
+	struct kv_dirent sde, dde;
+	int64_t now = fs_now_ns();
+	int rc, exists;
+
+	rc = get_dir(t, a->parent, p);
+	if (rc)
+		return rc;
+	if (a->newparent == a->parent)
+		np = p;
+	else if ((rc = get_dir(t, a->newparent, np)) != 0)
+		return rc;
+	rc = kv_dirent_lookup(t, a->parent, a->name, a->len, &sde);
+	if (!rc)
+		rc = kv_inode_get(t, sde.ino, &s);
+	if (rc)
+		return rc;
+	rc = kv_dirent_lookup(t, a->newparent, a->newname, a->newlen, &dde);
+	if (rc && rc != -ENOENT)
+		return rc;
+	exists = rc == 0;
+	if (exists && dde.ino == sde.ino)
+		return 0; /* the same file: nothing to do */
+	if (exists && (a->flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (!exists && (a->flags & RENAME_EXCHANGE))
+		return -ENOENT;
+	if (S_ISDIR(s.mode) && a->parent != a->newparent) {
+		rc = is_ancestor(t, s.ino, a->newparent);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+	}
+	if (exists && (rc = kv_inode_get(t, dde.ino, &d)) != 0)
+		return rc;
+	s.ctime_ns = now;
+	if (a->flags & RENAME_EXCHANGE) {
+		rc = rename_exchange(t, a, p, np, &s, &d);
+	} else {
+		if (exists)
+			rc = rename_replace(t, a, np, &s, &d);
+		else if ((rc = kv_dirent_add(t, a->newparent, a->newname, a->newlen, s.ino,
+					     DT_OF(s.mode))) == 0)
+			np->size++;
+		if (!rc)
+			rc = kv_dirent_remove(t, a->parent, a->name, a->len);
+		if (rc)
+			return rc;
+		p->size--;
+		if (S_ISDIR(s.mode) && a->parent != a->newparent) {
+			if (np->nlink >= NLINK_MAX)
+				return -EMLINK;
+			s.parent = a->newparent;
+			p->nlink--;
+			np->nlink++;
+		}
+	}
+	if (rc)
+		return rc;
+	touch_dir(p, now);
+	touch_dir(np, now);
+	rc = kv_inode_put(t, &s);
+	if (!rc)
+		rc = kv_inode_put(t, p);
+	if (!rc && np != p)
+		rc = kv_inode_put(t, np);
+	return rc;
+}
+
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		  const char *newname, unsigned int flags)
+{
+	struct rename_args a = {.parent = parent, .newparent = newparent, .name = name,
+				.newname = newname, .len = strlen(name), .newlen = strlen(newname),
+				.flags = flags};
+	int rc;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+		rc = -EINVAL;
+	else if (a.len > KV_NAME_MAX || a.newlen > KV_NAME_MAX)
+		rc = -ENAMETOOLONG;
+	else
+		rc = kv_write(fs.env, apply_rename, &a, 0);
+	fuse_reply_err(req, -rc);
+}
+
+/* ------------------------------------------------------------ reading -- */
+
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[KV_SYMLINK_MAX + 1];
+	struct kv_inode in;
+	kv_txn *t;
+	int rc;
+
+	rc = kv_read_begin(fs.env, &t);
+	if (rc)
+		goto reply_err;
+	rc = kv_inode_get(t, ino, &in);
+	if (rc == 0 && !S_ISLNK(in.mode))
+		rc = -EINVAL;
+	if (rc == 0) {
+		memcpy(target, in.inline_data, in.inline_len);
+		target[in.inline_len] = '\0';
+	}
+	kv_read_end(t);
+	if (rc == 0) {
+		fuse_reply_readlink(req, target);
+		return;
+	}
+reply_err:
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (fs.cfg.skip_open && fs.cfg.cache_dir) {
+		/* no OPENDIR round trips from now on; the kernel then caches
+		 * listings as with cache_readdir */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->fh = 0;
+	fi->cache_readdir = fs.cfg.cache_dir;
+	fi->keep_cache = fs.cfg.cache_dir;
+	fuse_reply_open(req, fi);
+}
+
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, -kv_sync(fs.env));
+}
+
+#define DIRBUF 65536
+
+/* Add one entry to buf; returns its size, or 0 when it did not fit. */
+static size_t add_entry(fuse_req_t req, char *buf, size_t room, const char *name,
+			const struct kv_inode *in, uint64_t ino, uint32_t mode, off_t next,
+			int plus)
+{
+	size_t n;
+
+	if (plus) {
+		struct fuse_entry_param e;
+		if (in) {
+			fs_fill_entry(in, &e);
+		} else {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = ino;
+			e.attr.st_mode = mode;
+		}
+		n = fuse_add_direntry_plus(req, buf, room, name, &e, next);
+	} else {
+		struct stat st = {.st_ino = ino, .st_mode = mode};
+		n = fuse_add_direntry(req, buf, room, name, &st, next);
+	}
+	return n > room ? 0 : n;
+}
+
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+	static __thread char buf[DIRBUF];
+	char name[KV_NAME_MAX + 1];
+	struct kv_inode dir, child;
+	struct kv_dirent de;
+	uint64_t cookie;
+	size_t pos = 0, n;
+	kv_txn *t;
+	int rc;
+
+	if (size > sizeof(buf))
+		size = sizeof(buf);
+	rc = kv_read_begin(fs.env, &t);
+	if (rc)
+		goto reply_err;
+	rc = kv_inode_get(t, ino, &dir);
+	if (rc == 0 && !S_ISDIR(dir.mode))
+		rc = -ENOTDIR;
+	if (rc)
+		goto read_end;
+	if (off == 0) {
+		n = add_entry(req, buf + pos, size - pos, ".", NULL, ino, S_IFDIR, 1, plus);
+		if (!n)
+			goto read_end;
+		pos += n;
+	}
+	if (off <= 1) {
+		n = add_entry(req, buf + pos, size - pos, "..", NULL, dir.parent, S_IFDIR, 2,
+			      plus);
+		if (!n)
+			goto read_end;
+		pos += n;
+	}
+	cookie = off >= KV_COOKIE_FIRST ? (uint64_t)off : 0;
+	while ((rc = kv_dir_next(t, ino, &cookie, &de)) == 0) {
+		memcpy(name, de.name, de.namelen);
+		name[de.namelen] = '\0';
+		if (plus) {
+			rc = kv_inode_get(t, de.ino, &child);
+			if (rc) {
+				fs_log("directory %llu: entry '%s' names missing inode %llu",
+				       (unsigned long long)ino, name, (unsigned long long)de.ino);
+				rc = -EIO;
+				break;
+			}
+		}
+		n = add_entry(req, buf + pos, size - pos, name, plus ? &child : NULL, de.ino,
+			      (uint32_t)de.type << 12, (off_t)cookie, plus);
+		if (!n)
+			break;
+		pos += n;
+		if (plus)
+			fs_itable_ref(de.ino);
+	}
+	if (rc == -ENOENT)
+		rc = 0;
+read_end:
+	kv_read_end(t);
+	if (rc == 0 || pos > 0) {
+		if (rc == 0)
+			fs_maybe_touch_atime(&dir);
+		fuse_reply_buf(req, buf, pos);
+		return;
+	}
+reply_err:
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 0);
+}
+
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 1);
+}

@@ -1,0 +1,271 @@
+/*
+ * file.c - file contents: open, read, write, fsync, fallocate, lseek.
+ *
+ * Invariants:
+ *  1. read replies straight from the memory map: the iovecs that
+ *     kv_data_read gives are written to /dev/fuse behind a reply header
+ *     while the read transaction still pins them, then the transaction is
+ *     reset. No copy, no allocation (a read of more segments than writev
+ *     takes falls back to one copy into a per-thread buffer).
+ *  2. write replies only after the commit that holds the data.
+ */
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs.h"
+
+#define READ_IOV_MAX 4096
+#define WRITEV_MAX 1024 /* IOV_MAX */
+
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (fs.cfg.skip_open && fs.cfg.keep_cache) {
+		/* no OPEN/RELEASE round trips from now on; the kernel then keeps
+		 * the page cache as with keep_cache */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->fh = 0;
+	fi->keep_cache = fs.cfg.keep_cache;
+	fuse_reply_open(req, fi);
+}
+
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* every write before this was committed before it was answered */
+	fuse_reply_err(req, -kv_sync(fs.env));
+}
+
+/* Reply with the iovecs as they are; cnt + 1 <= WRITEV_MAX. */
+static void reply_iov(fuse_req_t req, struct iovec *iov, int cnt, size_t len)
+{
+	struct fuse_out_header oh = {
+		.len = (uint32_t)(sizeof(oh) + len),
+		.error = 0,
+		.unique = fs_req_unique(),
+	};
+
+	iov[0].iov_base = &oh;
+	iov[0].iov_len = sizeof(oh);
+	/* a failure means the request was interrupted and is gone */
+	if (writev(fuse_session_fd(fs.se), iov, cnt + 1) < 0 && errno != ENOENT)
+		fs_log("read reply: %s", strerror(errno));
+	fuse_reply_none(req);
+}
+
+/* Too many segments for one writev: gather into a per-thread buffer. */
+static void reply_copy(fuse_req_t req, const struct iovec *iov, int cnt, size_t len)
+{
+	static __thread char *buf;
+	static __thread size_t cap;
+	size_t pos = 0;
+
+	if (cap < len) {
+		free(buf);
+		buf = malloc(len);
+		cap = buf ? len : 0;
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	for (int i = 0; i < cnt; i++) {
+		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+	fuse_reply_buf(req, buf, len);
+}
+
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	static __thread struct iovec iov[READ_IOV_MAX + 1];
+	struct kv_inode in;
+	ssize_t n = 0;
+	kv_txn *t;
+	int rc, cnt = 0;
+
+	(void)fi;
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	rc = kv_read_begin(fs.env, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = kv_inode_get(t, ino, &in);
+	if (rc == 0 && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	else if (rc == 0 && !S_ISREG(in.mode))
+		rc = -EINVAL;
+	if (rc == 0)
+		n = kv_data_read(t, ino, in.size, (uint64_t)off, size, iov + 1, READ_IOV_MAX, &cnt);
+	if (rc == 0 && n < 0)
+		rc = (int)n;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (cnt + 1 <= WRITEV_MAX)
+		reply_iov(req, iov, cnt, (size_t)n);
+	else
+		reply_copy(req, iov + 1, cnt, (size_t)n);
+	kv_read_end(t);
+	if (rc == 0)
+		fs_maybe_touch_atime(&in);
+}
+
+struct write_args {
+	uint64_t ino;
+	const char *buf;
+	size_t size;
+	uint64_t off;
+};
+
+static int apply_write(kv_txn *t, void *arg)
+{
+	struct write_args *a = arg;
+	struct kv_inode in;
+	int rc;
+
+	rc = kv_inode_get(t, a->ino, &in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in.mode))
+		return -EISDIR;
+	if (!S_ISREG(in.mode))
+		return -EINVAL;
+	rc = kv_data_write(t, &in, a->off, a->buf, a->size);
+	if (rc)
+		return rc;
+	in.mtime_ns = in.ctime_ns = fs_now_ns();
+	return kv_inode_put(t, &in);
+}
+
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	struct write_args a = {.ino = ino, .buf = buf, .size = size, .off = (uint64_t)off};
+	int rc;
+
+	(void)fi;
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	rc = kv_write(fs.env, apply_write, &a, 0);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+struct falloc_args {
+	uint64_t ino;
+	int mode;
+	uint64_t off, len;
+};
+
+static int apply_fallocate(kv_txn *t, void *arg)
+{
+	struct falloc_args *a = arg;
+	struct kv_inode in;
+	int rc;
+
+	rc = kv_inode_get(t, a->ino, &in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in.mode))
+		return -EISDIR;
+	if (!S_ISREG(in.mode))
+		return -ENODEV;
+	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
+		rc = kv_data_punch(t, &in, a->off, a->len);
+		if (rc)
+			return rc;
+		in.mtime_ns = in.ctime_ns = fs_now_ns();
+	} else if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size) {
+		/* blocks are written when data arrives: copy-on-write cannot
+		 * reserve room for later overwrites, so only the size changes */
+		in.size = a->off + a->len;
+		in.mtime_ns = in.ctime_ns = fs_now_ns();
+	} else {
+		return 0;
+	}
+	return kv_inode_put(t, &in);
+}
+
+void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+		     struct fuse_file_info *fi)
+{
+	struct falloc_args a = {.ino = ino, .mode = mode, .off = (uint64_t)offset,
+				.len = (uint64_t)length};
+	int rc;
+
+	(void)fi;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		rc = -EOPNOTSUPP;
+	else if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		rc = -EOPNOTSUPP;
+	else if (offset < 0 || length <= 0)
+		rc = -EINVAL;
+	else if ((uint64_t)offset + (uint64_t)length > (uint64_t)INT64_MAX)
+		rc = -EFBIG;
+	else
+		rc = kv_write(fs.env, apply_fallocate, &a, 0);
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		 struct fuse_file_info *fi)
+{
+	struct kv_inode in;
+	uint64_t pos = 0;
+	kv_txn *t;
+	int rc;
+
+	(void)fi;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	rc = kv_read_begin(fs.env, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = kv_inode_get(t, ino, &in);
+	if (rc == 0)
+		rc = kv_data_seek(t, ino, in.size, (uint64_t)off, whence, &pos);
+	kv_read_end(t);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, (off_t)pos);
+}

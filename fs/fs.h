@@ -1,0 +1,133 @@
+/*
+ * fs.h - the kvfs daemon: state shared by the request handlers.
+ *
+ * Each FUSE operation is a thin handler (fs_op_*) that calls a core (fs_do_*
+ * or an apply function run by the store's writer) returning 0 or a negative
+ * errno, then sends the one reply. The cores know nothing of FUSE requests.
+ *
+ * An inode's lookup count (the kernel's references, see itable.c):
+ *
+ *     absent --entry reply--> n > 0 --forget to 0--> absent
+ *                               |                       ^
+ *                        last name removed              | purge (writer)
+ *                               v                       |
+ *                       n > 0, orphan --forget to 0-----+
+ */
+#ifndef KVFS_FS_H
+#define KVFS_FS_H
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "kv.h"
+
+enum fs_atime { FS_ATIME_RELATIME, FS_ATIME_NOATIME, FS_ATIME_STRICT };
+
+struct fs_config {
+	const char *image;      /* absolute path */
+	const char *mountpoint;
+	enum kv_durability durability;
+	unsigned commit_ms;     /* make commits durable this long after at most */
+	uint64_t max_size;
+	enum fs_atime atime;
+	double timeout;         /* entry and attribute cache, seconds */
+	int readonly;
+	int writeback;          /* kernel writeback cache */
+	int keep_cache;         /* keep the page cache across opens */
+	int skip_open;          /* answer OPEN/OPENDIR with ENOSYS: no round trip */
+	int cache_dir;          /* let the kernel cache directory listings */
+	int cache_symlinks;
+	int readdirplus;
+	unsigned max_write;
+	unsigned threads;
+	int foreground, debug;
+};
+
+struct fs {
+	struct fs_config cfg;
+	kv_env *env;
+	struct fuse_session *se;
+	uint32_t block_size;
+};
+
+extern struct fs fs;
+
+/* inode.c */
+void fs_fill_stat(const struct kv_inode *in, struct stat *st);
+void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e);
+int64_t fs_now_ns(void);
+/* Drop one link of inode in (already loaded, nlink > 0) in a write txn: an
+ * inode left without links is purged, or kept as an orphan while the kernel
+ * still references it. */
+int fs_drop_link(kv_txn *t, struct kv_inode *in);
+/* Purge every orphan nobody references (mount, unmount). */
+int fs_purge_orphans(void);
+void fs_maybe_touch_atime(const struct kv_inode *in);
+
+/* itable.c: the kernel's lookup counts */
+int fs_itable_init(void);
+void fs_itable_ref(uint64_t ino);
+/* Mark ino as an orphan if the kernel references it; 0 if it does not. */
+int fs_itable_mark_orphan(uint64_t ino);
+/* Returns 1 when the count reached 0 on an inode marked orphan. */
+int fs_itable_forget(uint64_t ino, uint64_t n);
+uint64_t fs_itable_count(void);
+
+/* Handlers, by family (inode.c, dir.c, file.c, xattr.c). */
+void fs_op_init(void *userdata, struct fuse_conn_info *conn);
+void fs_op_destroy(void *userdata);
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		   struct fuse_file_info *fi);
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		  const char *newname, unsigned int flags);
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		  struct fuse_file_info *fi);
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+		     struct fuse_file_info *fi);
+void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		 struct fuse_file_info *fi);
+
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		    size_t size, int flags);
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* main.c: log lines go to stderr in the foreground, to syslog when daemonized */
+void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* main.c: the request being processed by this thread (for direct replies) */
+uint64_t fs_req_unique(void);
+
+#endif

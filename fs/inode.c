@@ -1,0 +1,385 @@
+/*
+ * inode.c - attributes (getattr, setattr), statfs, forgetting inodes and
+ * freeing orphans, and the session's init and destroy.
+ *
+ * Invariants:
+ *  1. getattr reads through the thread's recycled read transaction and
+ *     allocates nothing.
+ *  2. An inode without links is purged only when the kernel holds no
+ *     reference to it (itable.c); the purge re-checks the link count in the
+ *     writer, so a rolled-back unlink can never free a live inode.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "fs.h"
+
+int64_t fs_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timespec ts_of(int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return ts;
+}
+
+void fs_fill_stat(const struct kv_inode *in, struct stat *st)
+{
+	uint64_t pages = (fs.block_size + 24 + 4095) / 4096;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_mode = in->mode;
+	st->st_nlink = in->nlink;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_rdev = in->rdev;
+	st->st_size = (off_t)(S_ISLNK(in->mode) ? in->inline_len : in->size);
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)(in->nblocks * pages * 8);
+	st->st_atim = ts_of(in->atime_ns);
+	st->st_mtim = ts_of(in->mtime_ns);
+	st->st_ctim = ts_of(in->ctime_ns);
+}
+
+void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->generation = 1;
+	e->attr_timeout = fs.cfg.timeout;
+	e->entry_timeout = fs.cfg.timeout;
+	fs_fill_stat(in, &e->attr);
+}
+
+int fs_drop_link(kv_txn *t, struct kv_inode *in)
+{
+	int rc;
+
+	in->nlink--;
+	in->ctime_ns = fs_now_ns();
+	if (in->nlink > 0)
+		return kv_inode_put(t, in);
+	if (!fs_itable_mark_orphan(in->ino))
+		return kv_inode_purge(t, in->ino);
+	rc = kv_inode_put(t, in);
+	if (!rc)
+		rc = kv_orphan_add(t, in->ino);
+	return rc;
+}
+
+/* ------------------------------------------------------------ orphans -- */
+
+struct purge_op {
+	struct kv_op op;
+	uint64_t ino;
+};
+
+static int apply_purge(kv_txn *t, void *arg)
+{
+	uint64_t ino = *(uint64_t *)arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, ino, &in);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (in.nlink > 0) /* the unlink that made it an orphan was rolled back */
+		return 0;
+	return kv_inode_purge(t, ino);
+}
+
+static void purge_done(void *arg, int rc)
+{
+	struct purge_op *p = (struct purge_op *)((char *)arg - offsetof(struct purge_op, ino));
+
+	if (rc)
+		fs_log("inode %llu: cannot free: %s (freed at the next mount)",
+		       (unsigned long long)p->ino, strerror(-rc));
+	free(p);
+}
+
+static void submit_purge(uint64_t ino)
+{
+	struct purge_op *p = malloc(sizeof(*p));
+
+	if (!p)
+		return; /* stays on the orphan list; freed at the next mount */
+	p->ino = ino;
+	p->op = (struct kv_op){.apply = apply_purge, .done = purge_done, .arg = &p->ino};
+	if (kv_submit(fs.env, &p->op))
+		free(p);
+}
+
+int fs_purge_orphans(void)
+{
+	uint64_t ino = 0, next;
+	kv_txn *t;
+	int rc, n = 0;
+
+	if (kv_is_readonly(fs.env))
+		return 0;
+	for (;;) {
+		rc = kv_read_begin(fs.env, &t);
+		if (rc)
+			return rc;
+		rc = kv_orphan_next(t, ino, &next);
+		kv_read_end(t);
+		if (rc == -ENOENT)
+			break;
+		if (rc)
+			return rc;
+		ino = next;
+		rc = kv_write(fs.env, apply_purge, &ino, 0);
+		if (rc)
+			fs_log("inode %llu: cannot free orphan: %s", (unsigned long long)ino,
+			       strerror(-rc));
+		else
+			n++;
+	}
+	return n;
+}
+
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (fs_itable_forget(ino, nlookup))
+		submit_purge(ino);
+	fuse_reply_none(req);
+}
+
+void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		if (fs_itable_forget(forgets[i].ino, forgets[i].nlookup))
+			submit_purge(forgets[i].ino);
+	fuse_reply_none(req);
+}
+
+/* -------------------------------------------------------------- atime -- */
+
+struct atime_op {
+	struct kv_op op;
+	uint64_t ino;
+	int64_t now;
+};
+
+static int apply_atime(kv_txn *t, void *arg)
+{
+	struct atime_op *a = arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	in.atime_ns = a->now;
+	return kv_inode_put(t, &in);
+}
+
+static void atime_done(void *arg, int rc)
+{
+	(void)rc;
+	free(arg);
+}
+
+/* Called on a read path; allocates only when an update is due (relatime:
+ * once after each change, or once a day). */
+void fs_maybe_touch_atime(const struct kv_inode *in)
+{
+	const int64_t day = 24LL * 3600 * 1000000000;
+	int64_t now;
+	struct atime_op *a;
+
+	if (fs.cfg.atime == FS_ATIME_NOATIME || fs.cfg.readonly)
+		return;
+	now = fs_now_ns();
+	if (fs.cfg.atime == FS_ATIME_RELATIME && in->atime_ns > in->mtime_ns &&
+	    in->atime_ns > in->ctime_ns && now - in->atime_ns < day)
+		return;
+	a = malloc(sizeof(*a));
+	if (!a)
+		return;
+	a->ino = in->ino;
+	a->now = now;
+	a->op = (struct kv_op){.apply = apply_atime, .done = atime_done, .arg = a};
+	if (kv_submit(fs.env, &a->op))
+		free(a);
+}
+
+/* ---------------------------------------------------------- attributes -- */
+
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct kv_inode in;
+	struct stat st;
+	kv_txn *t;
+	int rc;
+
+	(void)fi;
+	rc = kv_read_begin(fs.env, &t);
+	if (rc)
+		goto reply_err;
+	rc = kv_inode_get(t, ino, &in);
+	if (rc == 0)
+		fs_fill_stat(&in, &st);
+	kv_read_end(t);
+	if (rc == 0) {
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
+		return;
+	}
+reply_err:
+	fuse_reply_err(req, -rc);
+}
+
+struct setattr_args {
+	uint64_t ino;
+	const struct stat *attr;
+	int to_set;
+	struct kv_inode out;
+};
+
+static int apply_setattr(kv_txn *t, void *arg)
+{
+	struct setattr_args *a = arg;
+	const struct stat *at = a->attr;
+	struct kv_inode *in = &a->out;
+	int64_t now = fs_now_ns();
+	int rc;
+
+	rc = kv_inode_get(t, a->ino, in);
+	if (rc)
+		return rc;
+	if (a->to_set & FUSE_SET_ATTR_MODE)
+		in->mode = (in->mode & S_IFMT) | (at->st_mode & 07777);
+	if (a->to_set & FUSE_SET_ATTR_UID)
+		in->uid = at->st_uid;
+	if (a->to_set & FUSE_SET_ATTR_GID)
+		in->gid = at->st_gid;
+	if (a->to_set & FUSE_SET_ATTR_SIZE) {
+		if (S_ISDIR(in->mode))
+			return -EISDIR;
+		if (!S_ISREG(in->mode))
+			return -EINVAL;
+		if (at->st_size < 0)
+			return -EINVAL;
+		if ((uint64_t)at->st_size != in->size) {
+			rc = kv_data_truncate(t, in, (uint64_t)at->st_size);
+			if (rc)
+				return rc;
+			if (!(a->to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+				in->mtime_ns = now;
+		}
+	}
+	if (a->to_set & FUSE_SET_ATTR_ATIME_NOW)
+		in->atime_ns = now;
+	else if (a->to_set & FUSE_SET_ATTR_ATIME)
+		in->atime_ns = (int64_t)at->st_atim.tv_sec * 1000000000 + at->st_atim.tv_nsec;
+	if (a->to_set & FUSE_SET_ATTR_MTIME_NOW)
+		in->mtime_ns = now;
+	else if (a->to_set & FUSE_SET_ATTR_MTIME)
+		in->mtime_ns = (int64_t)at->st_mtim.tv_sec * 1000000000 + at->st_mtim.tv_nsec;
+	if (a->to_set & FUSE_SET_ATTR_CTIME)
+		in->ctime_ns = (int64_t)at->st_ctim.tv_sec * 1000000000 + at->st_ctim.tv_nsec;
+	else
+		in->ctime_ns = now;
+	return kv_inode_put(t, in);
+}
+
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		   struct fuse_file_info *fi)
+{
+	struct setattr_args a = {.ino = ino, .attr = attr, .to_set = to_set};
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	rc = kv_write(fs.env, apply_setattr, &a, 0);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fs_fill_stat(&a.out, &st);
+	fuse_reply_attr(req, &st, fs.cfg.timeout);
+}
+
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct kv_usage u;
+	struct statvfs sv, img;
+	uint64_t avail, total;
+	char *dir, *slash;
+	int rc;
+
+	(void)ino;
+	rc = kv_usage_get(fs.env, &u);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* room left: the disk's free space (plus slack inside the file) */
+	avail = 0;
+	dir = strdup(fs.cfg.image);
+	if (dir && (slash = strrchr(dir, '/')) != NULL) {
+		*slash = '\0';
+		if (statvfs(dir[0] ? dir : "/", &img) == 0)
+			avail = (uint64_t)img.f_bavail * img.f_frsize;
+	}
+	free(dir);
+	if (u.file_bytes > u.used_bytes)
+		avail += u.file_bytes - u.used_bytes;
+	if (u.max_bytes)
+		avail = u.max_bytes > u.used_bytes ? (u.max_bytes - u.used_bytes < avail
+							      ? u.max_bytes - u.used_bytes
+							      : avail)
+						   : 0;
+	total = u.used_bytes + avail;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = total / 4096;
+	sv.f_bfree = avail / 4096;
+	sv.f_bavail = avail / 4096;
+	sv.f_ffree = avail / 256; /* an inode record and its dirent take about that */
+	sv.f_favail = sv.f_ffree;
+	sv.f_files = u.inodes + sv.f_ffree;
+	sv.f_namemax = KV_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ------------------------------------------------------------- session -- */
+
+void fs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (fs.cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (fs.cfg.cache_symlinks && (conn->capable & FUSE_CAP_CACHE_SYMLINKS))
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (!fs.cfg.readdirplus)
+		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	conn->max_write = fs.cfg.max_write;
+	if (conn->max_readahead > (1u << 20))
+		conn->max_readahead = 1u << 20;
+	conn->time_gran = 1;
+}
+
+void fs_op_destroy(void *userdata)
+{
+	(void)userdata;
+	/* the kernel has let go of everything: free the orphans now */
+	fs_purge_orphans();
+}

@@ -1,0 +1,189 @@
+/*
+ * itable.c - the kernel's lookup count of each inode it references.
+ *
+ * Every entry reply (lookup, create, mknod, mkdir, symlink, link and each
+ * readdirplus entry) adds one; FORGET takes them away. An inode whose last
+ * name is removed while the kernel still references it becomes an orphan,
+ * and is purged when its count reaches 0 (see the diagram in fs.h).
+ *
+ * Invariants:
+ *  1. An entry exists exactly while its count is above 0, so the table holds
+ *     what the kernel references and nothing else.
+ *  2. Entries come from a per-stripe free list refilled in chunks: a lookup
+ *     of an inode already known allocates nothing, a new one allocates only
+ *     when the free list is empty (amortized over ITABLE_CHUNK lookups).
+ *  3. Each stripe has its own mutex; no call holds two.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "fs.h"
+
+#define STRIPES 64
+#define ITABLE_CHUNK 256
+
+struct ient {
+	uint64_t ino;
+	uint64_t nlookup;
+	int orphan;
+	struct ient *next;
+};
+
+struct stripe {
+	pthread_mutex_t lock;
+	struct ient **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;
+	struct ient *free;
+};
+
+static struct stripe stripes[STRIPES];
+
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+int fs_itable_init(void)
+{
+	for (int i = 0; i < STRIPES; i++) {
+		struct stripe *s = &stripes[i];
+		pthread_mutex_init(&s->lock, NULL);
+		s->nbuckets = 64;
+		s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+		if (!s->buckets)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static struct stripe *stripe_of(uint64_t ino, uint64_t *h)
+{
+	*h = mix(ino);
+	return &stripes[*h % STRIPES];
+}
+
+static struct ient **slot(struct stripe *s, uint64_t h, uint64_t ino)
+{
+	struct ient **pp = &s->buckets[(h / STRIPES) & (s->nbuckets - 1)];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void grow(struct stripe *s)
+{
+	size_t n = s->nbuckets * 2;
+	struct ient **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct ient *e = s->buckets[i], *next;
+		for (; e; e = next) {
+			size_t j = (mix(e->ino) / STRIPES) & (n - 1);
+			next = e->next;
+			e->next = b[j];
+			b[j] = e;
+		}
+	}
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = n;
+}
+
+static struct ient *ent_alloc(struct stripe *s)
+{
+	struct ient *e;
+
+	if (!s->free) {
+		struct ient *chunk = calloc(ITABLE_CHUNK, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		for (int i = 0; i < ITABLE_CHUNK; i++) {
+			chunk[i].next = s->free;
+			s->free = &chunk[i];
+		}
+	}
+	e = s->free;
+	s->free = e->next;
+	return e;
+}
+
+void fs_itable_ref(uint64_t ino)
+{
+	uint64_t h;
+	struct stripe *s = stripe_of(ino, &h);
+	struct ient **pp, *e;
+
+	pthread_mutex_lock(&s->lock);
+	pp = slot(s, h, ino);
+	if (*pp) {
+		(*pp)->nlookup++;
+	} else if ((e = ent_alloc(s)) != NULL) {
+		*e = (struct ient){.ino = ino, .nlookup = 1, .next = NULL};
+		*pp = e;
+		if (++s->count > s->nbuckets * 2)
+			grow(s);
+	}
+	/* out of memory: the inode is not counted, so an unlink purges it at
+	 * once, and a reader of it gets ENOENT or EIO, never a crash */
+	pthread_mutex_unlock(&s->lock);
+}
+
+int fs_itable_mark_orphan(uint64_t ino)
+{
+	uint64_t h;
+	struct stripe *s = stripe_of(ino, &h);
+	struct ient **pp;
+	int referenced;
+
+	pthread_mutex_lock(&s->lock);
+	pp = slot(s, h, ino);
+	referenced = *pp != NULL;
+	if (referenced)
+		(*pp)->orphan = 1;
+	pthread_mutex_unlock(&s->lock);
+	return referenced;
+}
+
+int fs_itable_forget(uint64_t ino, uint64_t n)
+{
+	uint64_t h;
+	struct stripe *s = stripe_of(ino, &h);
+	struct ient **pp, *e;
+	int purge = 0;
+
+	pthread_mutex_lock(&s->lock);
+	pp = slot(s, h, ino);
+	e = *pp;
+	if (e) {
+		e->nlookup = n >= e->nlookup ? 0 : e->nlookup - n;
+		if (e->nlookup == 0) {
+			purge = e->orphan;
+			*pp = e->next;
+			e->next = s->free;
+			s->free = e;
+			s->count--;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return purge;
+}
+
+uint64_t fs_itable_count(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < STRIPES; i++) {
+		pthread_mutex_lock(&stripes[i].lock);
+		n += stripes[i].count;
+		pthread_mutex_unlock(&stripes[i].lock);
+	}
+	return n;
+}

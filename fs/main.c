@@ -1,0 +1,549 @@
+/*
+ * main.c - the kvfs daemon: options, mounting, the worker threads and a
+ * clean shutdown.
+ *
+ *   kvfs IMAGE MOUNTPOINT [-f] [-d] [-o opt,...]
+ *
+ * Start-up runs in the process that stays (after the fork, unless -f), so
+ * LMDB and every thread live where they were made; the parent waits for a
+ * status line through a pipe and exits 0 once the filesystem is mounted, or
+ * prints the child's message and exits 1.
+ *
+ * Invariants:
+ *  1. A fixed pool of worker threads each loops receive -> process; their
+ *     read transactions live as long as they do (no thread churn).
+ *  2. SIGINT, SIGTERM and SIGHUP are taken by the main thread alone
+ *     (sigwait): it unmounts, which ends the workers' reads; workers blocked
+ *     on a busy lazily-unmounted mount are cancelled at that read only.
+ *  3. The store is closed after every worker has been joined and the
+ *     session's destroy (orphan purge) has run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fs.h"
+
+struct fs fs;
+
+static __thread uint64_t cur_unique;
+static pthread_t main_thread;
+static int status_fd = -1; /* the waiting parent's pipe */
+
+uint64_t fs_req_unique(void)
+{
+	return cur_unique;
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = fs_op_init,
+	.destroy = fs_op_destroy,
+	.lookup = fs_op_lookup,
+	.forget = fs_op_forget,
+	.forget_multi = fs_op_forget_multi,
+	.getattr = fs_op_getattr,
+	.setattr = fs_op_setattr,
+	.readlink = fs_op_readlink,
+	.mknod = fs_op_mknod,
+	.mkdir = fs_op_mkdir,
+	.unlink = fs_op_unlink,
+	.rmdir = fs_op_rmdir,
+	.symlink = fs_op_symlink,
+	.rename = fs_op_rename,
+	.link = fs_op_link,
+	.open = fs_op_open,
+	.read = fs_op_read,
+	.write = fs_op_write,
+	.flush = fs_op_flush,
+	.release = fs_op_release,
+	.fsync = fs_op_fsync,
+	.opendir = fs_op_opendir,
+	.readdir = fs_op_readdir,
+	.readdirplus = fs_op_readdirplus,
+	.releasedir = fs_op_releasedir,
+	.fsyncdir = fs_op_fsyncdir,
+	.statfs = fs_op_statfs,
+	.setxattr = fs_op_setxattr,
+	.getxattr = fs_op_getxattr,
+	.listxattr = fs_op_listxattr,
+	.removexattr = fs_op_removexattr,
+	.create = fs_op_create,
+	.fallocate = fs_op_fallocate,
+	.lseek = fs_op_lseek,
+};
+
+/* ------------------------------------------------------------ messages -- */
+
+static int use_syslog;
+
+static void log_line(const char *line)
+{
+	if (use_syslog)
+		syslog(LOG_ERR, "%s", line);
+	else
+		fprintf(stderr, "kvfs: %s\n", line);
+}
+
+void fs_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_line(line);
+}
+
+static void die_status(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Report a start-up failure (to the waiting parent, or stderr) and exit. */
+static void die_status(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	msg[0] = (char)code; /* the status line: exit code, then the message */
+	vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (status_fd >= 0) {
+		if (write(status_fd, msg, strlen(msg + 1) + 1) < 0) {
+		}
+	} else {
+		fprintf(stderr, "kvfs: %s\n", msg + 1);
+	}
+	exit(code);
+}
+
+/* ------------------------------------------------------------- options -- */
+
+struct cli {
+	char *durability;
+	char *max_size;
+	char *commit;
+	double timeout;
+	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
+	unsigned max_write, threads;
+	int help, version;
+	int nargs;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATIME,
+       KEY_STRICTATIME };
+
+#define OPT(t, f) {t, offsetof(struct cli, f), 1}
+
+static const struct fuse_opt cli_spec[] = {
+	{"durability=%s", offsetof(struct cli, durability), 0},
+	{"max_size=%s", offsetof(struct cli, max_size), 0},
+	{"commit=%s", offsetof(struct cli, commit), 0},
+	{"timeout=%lf", offsetof(struct cli, timeout), 0},
+	{"max_write=%u", offsetof(struct cli, max_write), 0},
+	{"threads=%u", offsetof(struct cli, threads), 0},
+	OPT("nowriteback", nowriteback),
+	OPT("nokeepcache", nokeepcache),
+	OPT("noskipopen", noskipopen),
+	OPT("nocachedir", nocachedir),
+	OPT("nocachesymlinks", nocachesymlinks),
+	OPT("noreaddirplus", noreaddirplus),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
+	FUSE_OPT_END,
+};
+
+static char *image_arg, *mnt_arg;
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cli *c = data;
+
+	(void)outargs;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (c->nargs == 0)
+			image_arg = strdup(arg);
+		else if (c->nargs == 1)
+			mnt_arg = strdup(arg);
+		else {
+			fprintf(stderr, "kvfs: unexpected argument '%s'\n", arg);
+			return -1;
+		}
+		c->nargs++;
+		return 0;
+	case KEY_HELP:
+		c->help = 1;
+		return 0;
+	case KEY_VERSION:
+		c->version = 1;
+		return 0;
+	case KEY_FG:
+		fs.cfg.foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		fs.cfg.foreground = fs.cfg.debug = 1;
+		return 1; /* libfuse prints each request */
+	case KEY_RO:
+		fs.cfg.readonly = 1;
+		return 1; /* also a kernel mount flag */
+	case KEY_NOATIME:
+		fs.cfg.atime = FS_ATIME_NOATIME;
+		return 1;
+	case KEY_RELATIME:
+		fs.cfg.atime = FS_ATIME_RELATIME;
+		return 1;
+	case KEY_STRICTATIME:
+		fs.cfg.atime = FS_ATIME_STRICT;
+		return 1;
+	default:
+		return 1; /* libfuse's own options; it refuses what it does not know */
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: kvfs IMAGE MOUNTPOINT [-f] [-d] [-o opt[,opt...]]\n"
+"Mount the kvfs image IMAGE (made by mkfs.kvfs) on MOUNTPOINT.\n"
+"\n"
+"  -f                     stay in the foreground\n"
+"  -d, -o debug           foreground, and print every request\n"
+"  -h, --help             show this help\n"
+"  -V, --version          show the version\n"
+"\n"
+"kvfs options:\n"
+"  -o durability=MODE     full: every change is durable when its call returns\n"
+"                         fsync (default): the image stays consistent across\n"
+"                           power loss; fsync(2), fdatasync(2) and the commit\n"
+"                           interval make changes durable\n"
+"                         none: fastest, for scratch data: safe against a killed\n"
+"                           daemon, not against an OS crash or power loss\n"
+"  -o commit=SECONDS      fsync and none modes: make changes durable at most\n"
+"                         this long after they are made (default 5; 0: only\n"
+"                         on fsync)\n"
+"  -o max_size=SIZE       largest size the image file may grow to (K, M, G, T)\n"
+"  -o ro                  mount read-only\n"
+"  -o relatime            update access times once after each change, or daily\n"
+"                         (default; reads answered from the kernel's cache do not\n"
+"                         reach kvfs and update nothing)\n"
+"  -o noatime             never update access times\n"
+"  -o strictatime         update access times on every read that reaches kvfs\n"
+"  -o allow_other         let other users use the mount\n"
+"  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
+"                         (default 86400; kvfs is the image's only writer)\n"
+"  -o max_write=BYTES     largest write request (default 1048576)\n"
+"  -o threads=N           request worker threads (default 8)\n"
+"  -o nowriteback         no kernel writeback cache: each write goes to kvfs\n"
+"  -o nokeepcache         drop the page cache of a file when it is opened\n"
+"  -o noskipopen          send OPEN and OPENDIR to kvfs (default: skipped)\n"
+"  -o nocachedir          do not let the kernel cache directory listings\n"
+"  -o nocachesymlinks     do not let the kernel cache symlink targets\n"
+"  -o noreaddirplus       list directories without attributes\n"
+"Other -o options are libfuse's (fsname, subtype, default_permissions, ...).\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* Returns the exit code to use now, or -1 to go on. */
+static int parse_args(struct fuse_args *args, struct cli *c)
+{
+	char path[PATH_MAX];
+	uint64_t commit = 5;
+
+	fs.cfg.atime = FS_ATIME_RELATIME;
+	c->timeout = 86400;
+	c->max_write = 1 << 20;
+	c->threads = 8;
+	if (fuse_opt_parse(args, c, cli_spec, cli_proc) != 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (c->help) {
+		usage(stdout);
+		return 0;
+	}
+	if (c->version) {
+		printf("kvfs %s, image format %d, libfuse %s\n", KVFS_VERSION, KV_FORMAT_VERSION,
+		       fuse_pkgversion());
+		return 0;
+	}
+	if (c->nargs != 2) {
+		fprintf(stderr, "kvfs: %s\n", c->nargs ? "no mountpoint given" : "no image given");
+		usage(stderr);
+		return 2;
+	}
+	fs.cfg.durability = KV_DURABLE_NORMAL;
+	if (c->durability) {
+		if (!strcmp(c->durability, "full"))
+			fs.cfg.durability = KV_DURABLE_FULL;
+		else if (!strcmp(c->durability, "none"))
+			fs.cfg.durability = KV_DURABLE_NONE;
+		else if (strcmp(c->durability, "fsync")) {
+			fprintf(stderr, "kvfs: durability must be full, fsync or none, not '%s'\n",
+				c->durability);
+			return 2;
+		}
+	}
+	if (c->max_size && (parse_size(c->max_size, &fs.cfg.max_size) || fs.cfg.max_size < (1 << 20))) {
+		fprintf(stderr, "kvfs: max_size '%s' is not a size of 1M or more\n", c->max_size);
+		return 2;
+	}
+	if (c->commit && parse_size(c->commit, &commit)) {
+		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
+		return 2;
+	}
+	if (c->timeout < 0 || c->max_write < 4096 || c->max_write > (1 << 20) || c->threads < 1 ||
+	    c->threads > 256) {
+		fprintf(stderr, "kvfs: timeout must be >= 0, max_write 4096 to 1048576, "
+				"threads 1 to 256\n");
+		return 2;
+	}
+	if (!realpath(image_arg, path)) {
+		fprintf(stderr, "kvfs: cannot open '%s': %s\n", image_arg, strerror(errno));
+		return 1;
+	}
+	fs.cfg.image = strdup(path);
+	/* absolute: the daemon leaves its working directory, and unmounts by name */
+	if (!realpath(mnt_arg, path)) {
+		fprintf(stderr, "kvfs: bad mountpoint '%s': %s\n", mnt_arg, strerror(errno));
+		return 1;
+	}
+	fs.cfg.mountpoint = strdup(path);
+	fs.cfg.timeout = c->timeout;
+	fs.cfg.max_write = c->max_write;
+	fs.cfg.threads = c->threads;
+	fs.cfg.writeback = !c->nowriteback && !fs.cfg.readonly;
+	fs.cfg.keep_cache = !c->nokeepcache;
+	fs.cfg.skip_open = !c->noskipopen;
+	fs.cfg.cache_dir = !c->nocachedir;
+	fs.cfg.cache_symlinks = !c->nocachesymlinks;
+	fs.cfg.readdirplus = !c->noreaddirplus;
+	fs.cfg.commit_ms = (unsigned)(commit > 86400 ? 86400 : commit) * 1000;
+	return -1;
+}
+
+/* ------------------------------------------------------------- workers -- */
+
+static void *worker(void *arg)
+{
+	struct fuse_buf buf = {.mem = NULL};
+	int res;
+
+	(void)arg;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	while (!fuse_session_exited(fs.se)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		res = fuse_session_receive_buf(fs.se, &buf);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (res == -EINTR)
+			continue;
+		if (res <= 0)
+			break;
+		if ((size_t)res >= sizeof(struct fuse_in_header))
+			cur_unique = ((const struct fuse_in_header *)buf.mem)->unique;
+		fuse_session_process_buf(fs.se, &buf);
+	}
+	free(buf.mem);
+	fuse_session_exit(fs.se);
+	pthread_kill(main_thread, SIGUSR1); /* wake the main thread */
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- main -- */
+
+static int open_store(void)
+{
+	struct kv_open_opts o = {
+		.readonly = fs.cfg.readonly,
+		.durability = fs.cfg.durability,
+		.max_size = fs.cfg.max_size,
+		.sync_interval_ms = fs.cfg.commit_ms,
+	};
+	char err[512];
+	int rc;
+
+	rc = kv_open(fs.cfg.image, &o, &fs.env, err, sizeof(err));
+	if (rc)
+		die_status(1, "%s", err);
+	fs.block_size = kv_block_size(fs.env);
+	rc = fs_purge_orphans();
+	if (rc > 0)
+		fs_log("%s: freed %d orphaned inodes left by an earlier run", fs.cfg.image, rc);
+	return 0;
+}
+
+/* Fork; the parent waits for the child's status and exits with it. */
+static void daemonize(void)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		perror("kvfs: pipe");
+		exit(1);
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("kvfs: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		char msg[1025];
+		ssize_t n = 0, r;
+		close(fds[1]);
+		while (n < (ssize_t)sizeof(msg) - 1 &&
+		       (r = read(fds[0], msg + n, sizeof(msg) - 1 - (size_t)n)) > 0)
+			n += r;
+		if (n <= 0) {
+			fprintf(stderr, "kvfs: the daemon died while mounting\n");
+			_exit(1);
+		}
+		msg[n] = '\0';
+		if (msg[0] != 0)
+			fprintf(stderr, "kvfs: %s\n", msg + 1);
+		_exit((unsigned char)msg[0]);
+	}
+	close(fds[0]);
+	status_fd = fds[1];
+	setsid();
+}
+
+static void report_ready(void)
+{
+	int fd;
+
+	if (status_fd < 0)
+		return;
+	if (write(status_fd, "", 1) != 1) {
+	}
+	close(status_fd);
+	status_fd = -1;
+	openlog("kvfs", LOG_PID, LOG_DAEMON);
+	use_syslog = 1;
+	if (chdir("/") != 0) {
+	}
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cli c = {0};
+	pthread_t *tids;
+	sigset_t sigs;
+	char opt[PATH_MAX + 64];
+	int rc, sig, mounted_out = 0;
+
+	rc = parse_args(&args, &c);
+	if (rc >= 0)
+		return rc;
+	if (!fs.cfg.foreground)
+		daemonize();
+	kv_set_log(log_line);
+
+	/* signals go to the main thread's sigwait alone */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	main_thread = pthread_self();
+
+	if (fs_itable_init())
+		die_status(1, "out of memory");
+	open_store();
+	fuse_opt_add_arg(&args, "-odefault_permissions");
+	snprintf(opt, sizeof(opt), "-ofsname=%s", fs.cfg.image);
+	fuse_opt_add_arg(&args, opt);
+	fuse_opt_add_arg(&args, "-osubtype=kvfs");
+	fs.se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	if (!fs.se) {
+		kv_close(fs.env);
+		die_status(2, "bad mount options (see kvfs --help)");
+	}
+	if (fuse_session_mount(fs.se, fs.cfg.mountpoint) != 0) {
+		fuse_session_destroy(fs.se);
+		kv_close(fs.env);
+		die_status(1, "cannot mount on '%s'", fs.cfg.mountpoint);
+	}
+	tids = calloc(fs.cfg.threads, sizeof(*tids));
+	if (!tids)
+		die_status(1, "out of memory");
+	for (unsigned i = 0; i < fs.cfg.threads; i++)
+		pthread_create(&tids[i], NULL, worker, NULL);
+	report_ready();
+
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig == SIGUSR1 && !fuse_session_exited(fs.se))
+			continue;
+		break;
+	}
+	if (sig != SIGUSR1)
+		fs_log("%s: signal %d, unmounting", fs.cfg.image, sig);
+	fuse_session_exit(fs.se);
+	fuse_session_unmount(fs.se);
+	mounted_out = 1;
+	for (unsigned i = 0; i < fs.cfg.threads; i++)
+		pthread_cancel(tids[i]); /* only a worker still blocked on a read */
+	for (unsigned i = 0; i < fs.cfg.threads; i++)
+		pthread_join(tids[i], NULL);
+	free(tids);
+	fuse_session_destroy(fs.se); /* runs destroy: frees the orphans */
+	kv_close(fs.env);
+	fuse_opt_free_args(&args);
+	(void)mounted_out;
+	return 0;
+}

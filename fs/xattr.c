@@ -1,0 +1,133 @@
+/*
+ * xattr.c - extended attributes. The kernel checks namespace permissions
+ * (trusted.* needs CAP_SYS_ADMIN, user.* only on files and directories);
+ * kvfs stores what passes, and refuses system.* names it does not implement
+ * as a local filesystem does.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "fs.h"
+
+static int unsupported(const char *name)
+{
+	return strncmp(name, "system.", 7) == 0;
+}
+
+struct xattr_args {
+	uint64_t ino;
+	const char *name;
+	const char *value;
+	size_t size;
+	int flags;
+};
+
+static int apply_setxattr(kv_txn *t, void *arg)
+{
+	struct xattr_args *a = arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc)
+		rc = kv_xattr_set(t, a->ino, a->name, a->value, a->size, a->flags);
+	if (rc)
+		return rc;
+	in.ctime_ns = fs_now_ns();
+	return kv_inode_put(t, &in);
+}
+
+static int apply_removexattr(kv_txn *t, void *arg)
+{
+	struct xattr_args *a = arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc)
+		rc = kv_xattr_remove(t, a->ino, a->name);
+	if (rc)
+		return rc;
+	in.ctime_ns = fs_now_ns();
+	return kv_inode_put(t, &in);
+}
+
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		    size_t size, int flags)
+{
+	struct xattr_args a = {.ino = ino, .name = name, .value = value, .size = size,
+			       .flags = flags};
+	int rc;
+
+	if (unsupported(name))
+		rc = -EOPNOTSUPP;
+	else
+		rc = kv_write(fs.env, apply_setxattr, &a, 0);
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct xattr_args a = {.ino = ino, .name = name};
+	int rc;
+
+	if (unsupported(name))
+		rc = -EOPNOTSUPP;
+	else
+		rc = kv_write(fs.env, apply_removexattr, &a, 0);
+	fuse_reply_err(req, -rc);
+}
+
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct kv_inode in;
+	const void *val;
+	size_t len = 0;
+	kv_txn *t;
+	int rc;
+
+	if (unsupported(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	rc = kv_read_begin(fs.env, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = kv_inode_get(t, ino, &in);
+	if (!rc)
+		rc = kv_xattr_get(t, ino, name, &val, &len);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len); /* from the map, before the reset */
+	kv_read_end(t);
+}
+
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	static __thread char buf[65536]; /* XATTR_LIST_MAX */
+	struct kv_inode in;
+	ssize_t n;
+	kv_txn *t;
+	int rc;
+
+	rc = kv_read_begin(fs.env, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = kv_inode_get(t, ino, &in);
+	n = rc ? rc : kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
+	kv_read_end(t);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
