@@ -19,7 +19,8 @@ MNT=${KVFS_MNT:-/mnt/kvfs}
 
 # Debian 12 packages: build, run and test.
 PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
-	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 procps util-linux)
+	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 python3-lmdb procps
+	psmisc util-linux)
 
 say() { printf '==> %s\n' "$*"; }
 

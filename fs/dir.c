@@ -369,6 +369,7 @@ struct rename_args {
 	const char *name, *newname;
 	size_t len, newlen;
 	unsigned flags;
+	uint64_t moved[2]; /* result: directories that changed parents */
 };
 
 /* 1 if anc is dir or one of its ancestors, 0 if not. */
@@ -410,11 +411,13 @@ static int rename_exchange(kv_txn *t, struct rename_args *a, struct kv_inode *p,
 	if (a->parent != a->newparent) {
 		if (S_ISDIR(s->mode)) {
 			s->parent = a->newparent;
+			a->moved[0] = s->ino;
 			p->nlink--;
 			np->nlink++;
 		}
 		if (S_ISDIR(d->mode)) {
 			d->parent = a->parent;
+			a->moved[1] = d->ino;
 			np->nlink--;
 			p->nlink++;
 		}
@@ -452,6 +455,7 @@ static int apply_rename(kv_txn *t, void *arg)
 	int64_t now = fs_now_ns();
 	int rc, exists;
 
+	a->moved[0] = a->moved[1] = 0;
 	rc = get_dir(t, a->parent, p);
 	if (rc)
 		return rc;
@@ -499,6 +503,7 @@ static int apply_rename(kv_txn *t, void *arg)
 			if (np->nlink >= NLINK_MAX)
 				return -EMLINK;
 			s.parent = a->newparent;
+			a->moved[0] = s.ino;
 			p->nlink--;
 			np->nlink++;
 		}
@@ -530,6 +535,12 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 		rc = -ENAMETOOLONG;
 	else
 		rc = kv_write(fs.env, apply_rename, &a, 0);
+	/* a cached listing of a moved directory has the old "..": drop it
+	 * before the caller can list the directory again (a directory has no
+	 * dirty pages, so this never blocks) */
+	for (int i = 0; i < 2 && rc == 0 && fs.cfg.cache_dir; i++)
+		if (a.moved[i])
+			fuse_lowlevel_notify_inval_inode(fs.se, a.moved[i], 0, 0);
 	fuse_reply_err(req, -rc);
 }
 

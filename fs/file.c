@@ -8,6 +8,9 @@
  *     reset. No copy, no allocation (a read of more segments than writev
  *     takes falls back to one copy into a per-thread buffer).
  *  2. write replies only after the commit that holds the data.
+ *  3. With the writeback cache the kernel holds data kvfs has not seen yet:
+ *     SEEK_DATA/SEEK_HOLE are left to the kernel, and a change of a file's
+ *     block count drops the attributes the kernel caches.
  */
 #include <errno.h>
 #include <linux/fuse.h>
@@ -142,12 +145,24 @@ struct write_args {
 	const char *buf;
 	size_t size;
 	uint64_t off;
+	int blocks_changed; /* result */
 };
+
+/* The kernel refreshes st_blocks after a write only without the writeback
+ * cache: with it, the attributes it caches would keep the block count of the
+ * file's creation (du says 0) until they expire. Attributes only, so this
+ * never waits on anything and is safe from inside a request. */
+static void notify_blocks(uint64_t ino)
+{
+	if (fs.cfg.writeback)
+		fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
+}
 
 static int apply_write(kv_txn *t, void *arg)
 {
 	struct write_args *a = arg;
 	struct kv_inode in;
+	uint64_t nblocks;
 	int rc;
 
 	rc = kv_inode_get(t, a->ino, &in);
@@ -157,9 +172,12 @@ static int apply_write(kv_txn *t, void *arg)
 		return -EISDIR;
 	if (!S_ISREG(in.mode))
 		return -EINVAL;
+	a->blocks_changed = 0;
+	nblocks = in.nblocks;
 	rc = kv_data_write(t, &in, a->off, a->buf, a->size);
 	if (rc)
 		return rc;
+	a->blocks_changed = in.nblocks != nblocks;
 	in.mtime_ns = in.ctime_ns = fs_now_ns();
 	return kv_inode_put(t, &in);
 }
@@ -176,16 +194,20 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	rc = kv_write(fs.env, apply_write, &a, 0);
-	if (rc)
+	if (rc) {
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_write(req, size);
+		return;
+	}
+	if (a.blocks_changed) /* before the reply: an fsync waiting on it sees it */
+		notify_blocks(ino);
+	fuse_reply_write(req, size);
 }
 
 struct falloc_args {
 	uint64_t ino;
 	int mode;
 	uint64_t off, len;
+	int blocks_changed; /* result */
 };
 
 static int apply_fallocate(kv_txn *t, void *arg)
@@ -194,6 +216,7 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	struct kv_inode in;
 	int rc;
 
+	a->blocks_changed = 0;
 	rc = kv_inode_get(t, a->ino, &in);
 	if (rc)
 		return rc;
@@ -202,9 +225,11 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	if (!S_ISREG(in.mode))
 		return -ENODEV;
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
+		uint64_t nblocks = in.nblocks;
 		rc = kv_data_punch(t, &in, a->off, a->len);
 		if (rc)
 			return rc;
+		a->blocks_changed = in.nblocks != nblocks;
 		in.mtime_ns = in.ctime_ns = fs_now_ns();
 	} else if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size) {
 		/* blocks are written when data arrives: copy-on-write cannot
@@ -235,6 +260,8 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 		rc = -EFBIG;
 	else
 		rc = kv_write(fs.env, apply_fallocate, &a, 0);
+	if (rc == 0 && a.blocks_changed)
+		notify_blocks(ino);
 	fuse_reply_err(req, -rc);
 }
 
@@ -247,6 +274,14 @@ void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	int rc;
 
 	(void)fi;
+	if (fs.cfg.writeback) {
+		/* written data may still sit in the kernel's dirty pages, which
+		 * it does not flush before asking: an answer from the store
+		 * could call data a hole. ENOSYS makes the kernel answer from
+		 * its own size (all data up to EOF) from now on. */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;

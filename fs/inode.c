@@ -370,6 +370,10 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (!fs.cfg.readdirplus)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	/* O_TRUNC arrives as a SETATTR of size 0: with atomic_o_trunc the
+	 * kernel leaves the truncation to OPEN, which skip_open never sends
+	 * and fs_op_open would not do, and the old bytes stayed in the store */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = fs.cfg.max_write;
 	if (conn->max_readahead > (1u << 20))

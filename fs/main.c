@@ -14,7 +14,8 @@
  *     read transactions live as long as they do (no thread churn).
  *  2. SIGINT, SIGTERM and SIGHUP are taken by the main thread alone
  *     (sigwait): it unmounts, which ends the workers' reads; workers blocked
- *     on a busy lazily-unmounted mount are cancelled at that read only.
+ *     on a busy lazily-unmounted mount are interrupted by SIGUSR2 (a no-op
+ *     handler without SA_RESTART) and see the session has exited.
  *  3. The store is closed after every worker has been joined and the
  *     session's destroy (orphan purge) has run.
  */
@@ -24,6 +25,7 @@
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -251,7 +253,8 @@ static void usage(FILE *f)
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
 "                         (default 86400; kvfs is the image's only writer)\n"
-"  -o max_write=BYTES     largest write request (default 1048576)\n"
+"  -o max_write=BYTES     largest write request, 65536 to 1048576 (default\n"
+"                         1048576)\n"
 "  -o threads=N           request worker threads (default 8)\n"
 "  -o nowriteback         no kernel writeback cache: each write goes to kvfs\n"
 "  -o nokeepcache         drop the page cache of a file when it is opened\n"
@@ -334,9 +337,11 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
 		return 2;
 	}
-	if (c->timeout < 0 || c->max_write < 4096 || c->max_write > (1 << 20) || c->threads < 1 ||
-	    c->threads > 256) {
-		fprintf(stderr, "kvfs: timeout must be >= 0, max_write 4096 to 1048576, "
+	/* libfuse sizes its request buffer by max_write: below 64 KiB the
+	 * kernel refuses the largest xattr values with E2BIG */
+	if (c->timeout < 0 || c->max_write < KV_XATTR_SIZE_MAX || c->max_write > (1 << 20) ||
+	    c->threads < 1 || c->threads > 256) {
+		fprintf(stderr, "kvfs: timeout must be >= 0, max_write 65536 to 1048576, "
 				"threads 1 to 256\n");
 		return 2;
 	}
@@ -366,17 +371,21 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 
 /* ------------------------------------------------------------- workers -- */
 
+static atomic_uint workers_done;
+
+static void on_wake(int sig)
+{
+	(void)sig; /* only interrupts a blocked read */
+}
+
 static void *worker(void *arg)
 {
 	struct fuse_buf buf = {.mem = NULL};
 	int res;
 
 	(void)arg;
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	while (!fuse_session_exited(fs.se)) {
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		res = fuse_session_receive_buf(fs.se, &buf);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 		if (res == -EINTR)
 			continue;
 		if (res <= 0)
@@ -387,6 +396,7 @@ static void *worker(void *arg)
 	}
 	free(buf.mem);
 	fuse_session_exit(fs.se);
+	atomic_fetch_add(&workers_done, 1);
 	pthread_kill(main_thread, SIGUSR1); /* wake the main thread */
 	return NULL;
 }
@@ -481,11 +491,18 @@ int main(int argc, char **argv)
 	pthread_t *tids;
 	sigset_t sigs;
 	char opt[PATH_MAX + 64];
-	int rc, sig, mounted_out = 0;
+	int rc, sig;
 
 	rc = parse_args(&args, &c);
-	if (rc >= 0)
+	free(c.durability);
+	free(c.max_size);
+	free(c.commit);
+	free(image_arg);
+	free(mnt_arg);
+	if (rc >= 0) {
+		fuse_opt_free_args(&args);
 		return rc;
+	}
 	if (!fs.cfg.foreground)
 		daemonize();
 	kv_set_log(log_line);
@@ -498,6 +515,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sigaction(SIGUSR2, &(struct sigaction){.sa_handler = on_wake}, NULL);
 	main_thread = pthread_self();
 
 	if (fs_itable_init())
@@ -535,15 +553,20 @@ int main(int argc, char **argv)
 		fs_log("%s: signal %d, unmounting", fs.cfg.image, sig);
 	fuse_session_exit(fs.se);
 	fuse_session_unmount(fs.se);
-	mounted_out = 1;
-	for (unsigned i = 0; i < fs.cfg.threads; i++)
-		pthread_cancel(tids[i]); /* only a worker still blocked on a read */
+	/* a lazily unmounted busy mount leaves workers blocked on a read:
+	 * interrupt them (SIGUSR2, no SA_RESTART) until all have seen the exit */
+	while (atomic_load(&workers_done) < fs.cfg.threads) {
+		for (unsigned i = 0; i < fs.cfg.threads; i++)
+			pthread_kill(tids[i], SIGUSR2);
+		usleep(10000);
+	}
 	for (unsigned i = 0; i < fs.cfg.threads; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);
 	fuse_session_destroy(fs.se); /* runs destroy: frees the orphans */
 	kv_close(fs.env);
 	fuse_opt_free_args(&args);
-	(void)mounted_out;
+	free((char *)fs.cfg.image);
+	free((char *)fs.cfg.mountpoint);
 	return 0;
 }

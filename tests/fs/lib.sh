@@ -1,0 +1,72 @@
+# lib.sh - shared by the mounted tests: make an image, mount it, unmount.
+# Source it; it sets T (a temporary directory removed on exit), IMG, MNT.
+# Tests that need /dev/fuse exit 77 (skipped) where it is missing.
+#
+# Environment: KVFS_BIN, MKFS_BIN (the binaries under test).
+
+set -u
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+	echo "SKIP: /dev/fuse or fusermount3 missing"
+	exit 77
+fi
+: "${KVFS_BIN:?}" "${MKFS_BIN:?}"
+T=$(mktemp -d /tmp/kvfs-test.XXXXXX)
+IMG=$T/img
+MNT=$T/mnt
+mkdir -p "$MNT"
+# a sanitizer build's daemon has no terminal: its reports go to files,
+# and any report fails the test at exit
+export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+
+CLEANUP_EXTRA=:
+kvfs_cleanup() {
+	local rc=$?
+	$CLEANUP_EXTRA
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+		kvfs_wait_closed
+	fi
+	if ls "$T"/sanitizer.* >/dev/null 2>&1; then
+		echo "FAIL: sanitizer reports:"
+		cat "$T"/sanitizer.*
+		rc=1
+	fi
+	rm -rf "$T"
+	exit $rc
+}
+trap kvfs_cleanup EXIT
+
+# kvfs_mkfs [mkfs options]
+kvfs_mkfs() {
+	"$MKFS_BIN" -q -f "$@" "$IMG"
+}
+
+# kvfs_mount [kvfs options]: returns once mounted (the daemon reports
+# readiness before its parent exits), fails the test otherwise.
+kvfs_mount() {
+	"$KVFS_BIN" "$IMG" "$MNT" "$@" || { echo "FAIL: mount $*"; exit 1; }
+	mountpoint -q "$MNT" || { echo "FAIL: $MNT not a mountpoint after kvfs returned"; exit 1; }
+}
+
+# kvfs_umount: unmount and wait until the daemon has closed the image.
+kvfs_umount() {
+	fusermount3 -u "$MNT" || { echo "FAIL: fusermount3 -u"; exit 1; }
+	kvfs_wait_closed
+}
+
+# Wait (up to 30 s) until no process holds the image's lock.
+kvfs_wait_closed() {
+	local i
+	for i in $(seq 300); do
+		flock -n -x "$IMG" true 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "FAIL: the daemon did not let go of $IMG"
+	exit 1
+}
+
+# The daemon's pid, from the lock it holds on the image.
+kvfs_pid() {
+	fuser "$IMG" 2>/dev/null | tr -s ' ' '\n' | grep -v '^$' | head -1
+}

@@ -1,0 +1,23 @@
+# Mounted tests beyond the syscall suite: each script mounts a real kvfs
+# under a temporary directory. Exit 77 (skipped) where /dev/fuse is missing.
+# Included from tests/CMakeLists.txt; paths are relative to this file.
+set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>")
+set(FS_TESTS ${CMAKE_CURRENT_LIST_DIR})
+
+add_executable(concurrency ${FS_TESTS}/concurrency.c)
+target_link_libraries(concurrency PRIVATE Threads::Threads)
+add_executable(crash_worker ${FS_TESTS}/crash_worker.c)
+add_executable(bigdir ${FS_TESTS}/bigdir.c)
+
+function(kvfs_mount_test name script)
+  add_test(NAME fs.${name} COMMAND bash ${FS_TESTS}/${script} ${ARGN})
+  set_tests_properties(fs.${name} PROPERTIES ENVIRONMENT "${KVFS_TEST_ENV}"
+                       SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS fs)
+endfunction()
+
+kvfs_mount_test(copy test_copy.sh)
+kvfs_mount_test(concurrency test_concurrency.sh $<TARGET_FILE:concurrency>)
+kvfs_mount_test(crash test_crash.sh $<TARGET_FILE:crash_worker>)
+kvfs_mount_test(bigdir test_bigdir.sh $<TARGET_FILE:bigdir>)
+kvfs_mount_test(mount test_mount.sh)
+kvfs_mount_test(options test_options.sh)

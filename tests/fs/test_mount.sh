@@ -1,0 +1,147 @@
+#!/bin/bash
+# test_mount.sh - the daemon as an operator meets it: one read-write mount
+# per image, bad images refused and left untouched, option errors, signals,
+# mount -t fuse.kvfs and an fstab line, ro, max_size, an idle daemon.
+. "$(dirname "$0")/lib.sh"
+passes=0 fails=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+expect() { # name, then a command that must succeed
+	local name=$1; shift
+	if "$@"; then ok; else bad "$name"; fi
+}
+not_mounted() { ! mountpoint -q "$MNT"; }
+
+kvfs_mkfs
+echo hello > "$T/hello"
+
+# --help, --version, usage errors
+expect "--help exits 0" "$KVFS_BIN" --help >/dev/null
+expect "--version exits 0" "$KVFS_BIN" --version >/dev/null
+"$KVFS_BIN" "$IMG" "$MNT" -o no_such_option 2>"$T/err"; rc=$?
+expect "unknown option: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+expect "unknown option: message" grep -q "no_such_option\|unknown option\|bad mount option" "$T/err"
+expect "unknown option: not mounted" not_mounted
+"$KVFS_BIN" "$IMG" -o durability=bogus "$MNT" 2>"$T/err"; rc=$?
+expect "bad durability: exit 2" [ "$rc" -eq 2 ]
+"$KVFS_BIN" "$IMG" 2>"$T/err"; rc=$?
+expect "missing mountpoint: exit 2" [ "$rc" -eq 2 ]
+
+# bad images: a clear message, non-zero exit, the file untouched
+head -c 100000 /dev/urandom > "$T/random.img"
+: > "$T/empty.img"
+printf 'just some text\n%.0s' {1..1000} > "$T/text.img"
+cp "$IMG" "$T/newer.img"
+/usr/bin/python3 - "$T/newer.img" <<'PY'
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+meta = env.open_db(b"meta")
+with env.begin(write=True, db=meta) as t:
+    sb = bytearray(t.get(b"super"))
+    sb[8:12] = struct.pack("<I", 2)
+    t.put(b"super", bytes(sb))
+env.close()
+PY
+"$MKFS_BIN" -q "$T/trunc.img"
+"$KVFS_BIN" "$T/trunc.img" "$MNT" &&
+	{ dd if=/dev/urandom of="$MNT/big" bs=1M count=8 status=none; fusermount3 -u "$MNT"; }
+while ! flock -n -x "$T/trunc.img" true; do sleep 0.1; done
+truncate -s $(( $(stat -c %s "$T/trunc.img") / 2 )) "$T/trunc.img"
+for f in random empty text newer trunc; do
+	cp "$T/$f.img" "$T/$f.copy"
+	"$KVFS_BIN" "$T/$f.img" "$MNT" 2>"$T/err"; rc=$?
+	expect "$f image refused (exit $rc)" [ "$rc" -ne 0 ]
+	expect "$f image: a message" grep -q "kvfs: .*$f.img" "$T/err"
+	expect "$f image: untouched" cmp -s "$T/$f.img" "$T/$f.copy"
+	expect "$f image: not mounted" not_mounted
+	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+done
+grep -q "format version 2" "$T/err" 2>/dev/null || \
+	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 2" && ok || bad "newer: names the version"
+
+# one read-write mount per image
+kvfs_mount
+mkdir -p "$T/mnt2"
+"$KVFS_BIN" "$IMG" "$T/mnt2" 2>"$T/err"; rc=$?
+expect "second mount refused" [ "$rc" -ne 0 ]
+expect "second mount: message" grep -q "in use" "$T/err"
+expect "second mount: not mounted" eval '! mountpoint -q "$T/mnt2"'
+cp "$T/hello" "$MNT/hello"
+
+# an idle daemon uses no CPU
+pid=$(kvfs_pid)
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+sleep 1; c0=$(cpu); sleep 3; c1=$(cpu)
+expect "idle daemon: no CPU ($c0 -> $c1 ticks)" [ $((c1 - c0)) -le 1 ]
+
+# SIGTERM unmounts cleanly
+kill -TERM "$pid"
+kvfs_wait_closed
+expect "SIGTERM unmounts" not_mounted
+kvfs_mount
+expect "data after SIGTERM" cmp -s "$T/hello" "$MNT/hello"
+kill -INT "$(kvfs_pid)"
+kvfs_wait_closed
+expect "SIGINT unmounts" not_mounted
+
+# mount(8) through mount.fuse3: the "kvfs#IMAGE" form names the binary
+expect "mount -t fuse kvfs#IMAGE" mount -t fuse "$KVFS_BIN#$IMG" "$MNT"
+expect "mount -t fuse: data" cmp -s "$T/hello" "$MNT/hello"
+expect "umount" umount "$MNT"
+kvfs_wait_closed
+echo "$KVFS_BIN#$IMG $MNT fuse defaults,noatime 0 0" > "$T/fstab"
+expect "fstab line (kvfs#IMAGE) mounts" mount -T "$T/fstab" "$MNT"
+expect "fstab: data" cmp -s "$T/hello" "$MNT/hello"
+expect "fstab: options reach the kernel" eval 'grep " $MNT " /proc/mounts | grep -q noatime'
+umount "$MNT"
+kvfs_wait_closed
+# -t fuse.kvfs: mount.fuse3 runs "kvfs" from the system PATH, where an
+# installed kvfs lives; link the binary under test there for the test
+if [ ! -e /usr/local/sbin/kvfs ] && [ -w /usr/local/sbin ]; then
+	ln -s "$KVFS_BIN" /usr/local/sbin/kvfs
+	CLEANUP_EXTRA='rm -f /usr/local/sbin/kvfs'
+	expect "mount -t fuse.kvfs" mount -t fuse.kvfs "$IMG" "$MNT"
+	expect "mount -t fuse.kvfs: data" cmp -s "$T/hello" "$MNT/hello"
+	umount "$MNT"
+	kvfs_wait_closed
+	echo "$IMG $MNT fuse.kvfs defaults 0 0" > "$T/fstab"
+	expect "fstab line (fuse.kvfs) mounts" mount -T "$T/fstab" "$MNT"
+	expect "fstab (fuse.kvfs): data" cmp -s "$T/hello" "$MNT/hello"
+	umount "$MNT"
+	kvfs_wait_closed
+	rm -f /usr/local/sbin/kvfs
+	CLEANUP_EXTRA=:
+else
+	echo "note: /usr/local/sbin/kvfs exists; -t fuse.kvfs left to the installed kvfs"
+fi
+
+# ro
+kvfs_mount -o ro
+expect "ro: reads" cmp -s "$T/hello" "$MNT/hello"
+expect "ro: writes refused" eval '! touch "$MNT/new" 2>/dev/null'
+kvfs_umount
+
+# max_size: the map cannot grow past it; ENOSPC, nothing committed lost
+kvfs_mount -o max_size=16M,durability=none
+dd if=/dev/urandom of="$T/r4" bs=1M count=4 status=none
+cp "$T/r4" "$MNT/r4"
+sync "$MNT/r4"
+dd if=/dev/zero of="$MNT/fill" bs=1M count=64 conv=fsync status=none 2>"$T/err"; rc=$?
+expect "max_size: a write past it fails" [ "$rc" -ne 0 ]
+expect "max_size: ENOSPC" grep -q "No space left" "$T/err"
+expect "max_size: earlier file intact" cmp -s "$T/r4" "$MNT/r4"
+rm -f "$MNT/fill"
+# the kernel forgets the unlinked inode, then kvfs frees its blocks: soon
+for i in $(seq 50); do
+	[ "$(stat -f -c %a "$MNT")" -gt 2048 ] && break
+	sleep 0.1
+done
+expect "max_size: room again after rm" cp "$T/r4" "$MNT/r4b"
+kvfs_umount
+kvfs_mount
+expect "max_size: files after remount" cmp -s "$T/r4" "$MNT/r4"
+expect "max_size: second file after remount" cmp -s "$T/r4" "$MNT/r4b"
+kvfs_umount
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
