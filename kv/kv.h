@@ -57,6 +57,11 @@
 
 typedef struct kv_env kv_env;
 typedef struct kv_txn kv_txn;
+typedef struct kv_iter kv_iter;
+
+/* The databases of an image (docs/FORMAT.md). */
+enum kv_db { KV_DB_META, KV_DB_INODE, KV_DB_DIRENT, KV_DB_DATA, KV_DB_XATTR, KV_DB_ORPHAN,
+	     KV_NDB };
 
 enum kv_durability {
 	KV_DURABLE_NORMAL = 0, /* data synced per commit, meta page not: consistent
@@ -255,5 +260,52 @@ int kv_xattr_remove(kv_txn *txn, uint64_t ino, const char *name);
 /* NUL-separated names into buf. Returns the bytes needed; with size 0 only
  * counts. -ERANGE: buf too small. */
 ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
+
+/* ---- raw access: fsck, dump and tests walk and mend the databases ---- */
+
+const char *kv_db_name(enum kv_db db);
+/* -ENOENT: no database of that name. */
+int kv_db_lookup(const char *name, enum kv_db *db);
+/* Records in db as of the transaction's snapshot. */
+int kv_db_count(kv_txn *txn, enum kv_db db, uint64_t *count);
+
+/* A cursor over one database in key order. kv_iter_next returns the records
+ * from the first key (or the key kv_iter_seek found) on; -ENOENT at the end.
+ * Keys and values point into the map, valid until the next call or the end
+ * of the transaction. An iterator allocates once, at open. */
+int kv_iter_open(kv_txn *txn, enum kv_db db, kv_iter **out);
+/* Position at the first key >= key; the next kv_iter_next returns it. */
+int kv_iter_seek(kv_iter *it, const void *key, size_t klen);
+int kv_iter_next(kv_iter *it, const void **key, size_t *klen, const void **val, size_t *vlen);
+void kv_iter_close(kv_iter *it);
+
+/* Write or delete one raw record (write transaction). -ENOENT: no such key. */
+int kv_raw_put(kv_txn *txn, enum kv_db db, const void *key, size_t klen, const void *val,
+               size_t vlen);
+int kv_raw_del(kv_txn *txn, enum kv_db db, const void *key, size_t klen);
+
+/* Decode records read raw. -EIO: malformed. */
+int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode *out);
+/* The entry of a dirent list at *off, advancing *off; 1 at the end of the
+ * list. slot may be NULL. */
+int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent *out,
+                     uint8_t *slot);
+/* Check a data block value against its key: 0 and *len (its data bytes),
+ * -EIO on a bad length or checksum. */
+int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
+                   size_t *len);
+/* The name hash a dirent key carries. */
+uint64_t kv_dirent_hash(const char *name, size_t len);
+/* Big-endian u64 at p (the fields of every key). */
+uint64_t kv_key_u64(const void *p);
+void kv_key_put_u64(void *p, uint64_t v);
+
+/* Raise the inode counter to at least next (fsck). */
+int kv_ino_counter_raise(kv_txn *txn, uint64_t next);
+
+/* Write a compacted, consistent copy of the image to dest (a new file),
+ * taken from one snapshot: safe while the image is mounted and in use.
+ * -EEXIST: dest exists. */
+int kv_backup(kv_env *env, const char *dest, char *err, size_t errlen);
 
 #endif

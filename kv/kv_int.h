@@ -21,9 +21,6 @@
 
 #include "kv.h"
 
-enum kv_db { KV_DB_META, KV_DB_INODE, KV_DB_DIRENT, KV_DB_DATA, KV_DB_XATTR, KV_DB_ORPHAN,
-	     KV_NDB };
-
 extern const char *const kv_db_names[KV_NDB];
 
 #define KV_MAGIC "KVFSIMG"   /* 8 bytes with its NUL */

@@ -215,7 +215,7 @@ static void replace(void **state)
 static void collisions(void **state)
 {
 	kv_env *e = ((struct tu_image *)*state)->env;
-	char name[8];
+	char name[16];
 	uint64_t ino;
 	uint8_t type;
 
@@ -271,7 +271,7 @@ static void collisions(void **state)
 static void collision_list_full(void **state)
 {
 	kv_env *e = ((struct tu_image *)*state)->env;
-	char name[8];
+	char name[16];
 
 	for (int i = 0; i < 256; i++) {
 		snprintf(name, sizeof(name), "s%03d", i);
@@ -298,14 +298,14 @@ struct listing {
 	int live, max_live; /* entries present; at most this many */
 };
 
-static void ls_name(int i, char name[8])
+static void ls_name(int i, char name[16])
 {
-	snprintf(name, 8, "e%03d", i);
+	snprintf(name, 16, "e%03d", i);
 }
 
 static void ls_add(kv_env *e, struct listing *ls, int i)
 {
-	char name[8];
+	char name[16];
 
 	ls_name(i, name);
 	assert_int_equal(d_add(e, DIR_A, name, 10000 + (uint64_t)i), 0);
@@ -319,7 +319,7 @@ static int ls_step(kv_env *e, struct listing *ls, uint64_t *cookie)
 {
 	struct kv_dirent de;
 	uint64_t prev = *cookie;
-	char name[8];
+	char name[16];
 	kv_txn *t;
 	int rc, i;
 
@@ -368,7 +368,7 @@ static void listing_with_churn(kv_env *e, int initial, int max_live, uint64_t se
 		steps++;
 		for (int k = 0; k < 2; k++) {
 			int v = (int)(tu_rand(&s) % (uint64_t)ls->next_new);
-			char name[8];
+			char name[16];
 			if (!ls->present[v])
 				continue;
 			ls_name(v, name);
@@ -420,7 +420,7 @@ static void readdir_low_cookies(void **state)
 	int n;
 
 	for (int i = 0; i < 5; i++) {
-		char name[8];
+		char name[16];
 		ls_name(i, name);
 		assert_int_equal(d_add(e, DIR_A, name, 10000 + (uint64_t)i), 0);
 	}
@@ -458,7 +458,7 @@ static void readdir_resume_after_removed(void **state)
 	kv_env *e = ((struct tu_image *)*state)->env;
 	struct listing *ls = calloc(1, sizeof(*ls));
 	uint64_t cookie = 0;
-	char name[8];
+	char name[16];
 	int i, first, n = 0;
 
 	assert_non_null(ls);
