@@ -5,6 +5,9 @@
 #                   (if absent) and mount it
 #   ./dev.sh test   install missing packages, build, run the whole test suite
 #   ./dev.sh down   unmount the default image
+#   ./dev.sh check  what CI runs: test, then the whole suite again under
+#                   ASan+UBSan (build-asan/) and the unit tests under
+#                   valgrind memcheck; any report fails it
 #
 # Environment: KVFS_IMAGE (default /var/lib/kvfs/default.img),
 # KVFS_MNT (default /mnt/kvfs), BUILD_DIR (default ./build),
@@ -20,7 +23,7 @@ MNT=${KVFS_MNT:-/mnt/kvfs}
 # Debian 12 packages: build, run and test.
 PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
 	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 python3-lmdb procps
-	psmisc util-linux)
+	psmisc util-linux valgrind)
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -83,12 +86,34 @@ cmd_test() {
 	ctest --output-on-failure -j"$(nproc)" --timeout 900
 }
 
+cmd_check() {
+	cmd_test
+	say "the whole suite under ASan+UBSan"
+	BUILD_DIR=$ROOT/build-asan KVFS_SANITIZE=1 build
+	(cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 \
+		ctest --output-on-failure -j"$(nproc)" --timeout 1800)
+	say "unit tests under valgrind memcheck"
+	local t fails=0 runs=0
+	for t in "$BUILD_DIR"/tests/unit/test_*; do
+		[ -x "$t" ] || continue
+		runs=$((runs + 1))
+		if ! valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+			--error-exitcode=1 "$t" >/dev/null 2>"$BUILD_DIR/valgrind.log"; then
+			echo "valgrind: $(basename "$t") failed:"; cat "$BUILD_DIR/valgrind.log"
+			fails=$((fails + 1))
+		fi
+	done
+	echo "valgrind: $((runs - fails)) passed, $fails failed"
+	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ]
+}
+
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 test) cmd_test ;;
+check) cmd_check ;;
 *)
-	echo "usage: $0 up|down|test" >&2
+	echo "usage: $0 up|down|test|check" >&2
 	exit 2
 	;;
 esac
