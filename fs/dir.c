@@ -149,6 +149,7 @@ static int apply_mknod(kv_txn *t, void *arg)
 	if (S_ISLNK(in.mode)) {
 		in.inline_data = a->target;
 		in.inline_len = (uint32_t)a->target_len;
+		in.size = a->target_len; /* a symlink's size is its target's length */
 	}
 	rc = kv_inode_put(t, &in);
 	if (!rc)

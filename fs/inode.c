@@ -273,12 +273,16 @@ static int apply_setattr(kv_txn *t, void *arg)
 			return -EINVAL;
 		if (at->st_size < 0)
 			return -EINVAL;
+		/* Without the writeback cache the kernel sends a truncate with
+		 * no time bits and leaves the times to kvfs: they change even
+		 * when the size stays, as POSIX asks of truncate(2) and Linux
+		 * does for ftruncate(2) and open(O_TRUNC) */
+		if (!(a->to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+			in->mtime_ns = now;
 		if ((uint64_t)at->st_size != in->size) {
 			rc = kv_data_truncate(t, in, (uint64_t)at->st_size);
 			if (rc)
 				return rc;
-			if (!(a->to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
-				in->mtime_ns = now;
 		}
 	}
 	if (a->to_set & FUSE_SET_ATTR_ATIME_NOW)

@@ -211,12 +211,14 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_NOATIME:
 		fs.cfg.atime = FS_ATIME_NOATIME;
 		return 1;
+	/* the kernel updates no atime on a FUSE inode: kvfs does it all, and
+	 * libfuse refuses these two as mount options */
 	case KEY_RELATIME:
 		fs.cfg.atime = FS_ATIME_RELATIME;
-		return 1;
+		return 0;
 	case KEY_STRICTATIME:
 		fs.cfg.atime = FS_ATIME_STRICT;
-		return 1;
+		return 0;
 	default:
 		return 1; /* libfuse's own options; it refuses what it does not know */
 	}

@@ -286,10 +286,18 @@ int kv_raw_del(kv_txn *txn, enum kv_db db, const void *key, size_t klen);
 
 /* Decode records read raw. -EIO: malformed. */
 int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode *out);
+/* The superblock record (meta "super"). -EINVAL: bad magic;
+ * -EPROTONOSUPPORT: a later version (out->version is set). */
+int kv_decode_super(const void *val, size_t vlen, struct kv_super *out);
 /* The entry of a dirent list at *off, advancing *off; 1 at the end of the
  * list. slot may be NULL. */
 int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent *out,
                      uint8_t *slot);
+/* Encode one entry of a dirent list (the inverse of kv_decode_dirent) at buf,
+ * which has room for KV_DIRENT_LEN(de->namelen) bytes; returns that length.
+ * Lists are entries back to back in slot order (docs/FORMAT.md). */
+#define KV_DIRENT_LEN(namelen) (11 + (size_t)(namelen))
+size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de);
 /* Check a data block value against its key: 0 and *len (its data bytes),
  * -EIO on a bad length or checksum. */
 int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,

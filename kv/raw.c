@@ -141,6 +141,11 @@ int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode 
 	return kv_inode_decode(ino, val, vlen, out);
 }
 
+int kv_decode_super(const void *val, size_t vlen, struct kv_super *out)
+{
+	return kv_super_decode(val, vlen, out);
+}
+
 int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent *out,
 		     uint8_t *slot)
 {
@@ -160,6 +165,18 @@ int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent
 		*slot = p[*off];
 	*off += KV_DIRENT_HDR + out->namelen;
 	return 0;
+}
+
+size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de)
+{
+	unsigned char *p = buf;
+
+	p[0] = slot;
+	p[1] = de->type;
+	p[2] = de->namelen;
+	kv_put_le64(p + 3, de->ino);
+	memcpy(p + KV_DIRENT_HDR, de->name, de->namelen);
+	return KV_DIRENT_HDR + (size_t)de->namelen;
 }
 
 int kv_check_block(kv_env *e, uint64_t ino, uint64_t idx, const void *val, size_t vlen,

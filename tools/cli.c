@@ -1,12 +1,17 @@
 /*
- * cli.c - helpers shared by the command-line tools.
+ * cli.c - helpers shared by the command-line tools: messages, sizes, and the
+ * safe printing of names and times read from an image (which may hold any
+ * bytes: nothing read from disk reaches a terminal unescaped).
  */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -68,3 +73,143 @@ void cli_format_uuid(const uint8_t u[16], char out[37])
 		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
 		 u[14], u[15]);
 }
+
+/* Length of the valid UTF-8 sequence of more than one byte at p (n bytes
+ * left) and its code point, or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cpo)
+{
+	uint32_t cp;
+	size_t len;
+
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		len = 2, cp = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		len = 3, cp = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		len = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	*cpo = cp;
+	return len;
+}
+
+/* The same, for a code point that prints (not a C1 control). */
+static size_t utf8_printable(const unsigned char *p, size_t n)
+{
+	uint32_t cp;
+	size_t len = utf8_seq(p, n, &cp);
+
+	return len && cp >= 0xa0 ? len : 0;
+}
+
+void cli_put_escaped(FILE *f, const void *s, size_t len)
+{
+	const unsigned char *p = s;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t u;
+
+		if (c == '\\') {
+			fputs("\\\\", f);
+		} else if (c == '\n') {
+			fputs("\\n", f);
+		} else if (c == '\t') {
+			fputs("\\t", f);
+		} else if (c == '\r') {
+			fputs("\\r", f);
+		} else if (c >= 0x20 && c < 0x7f) {
+			fputc(c, f);
+		} else if (c >= 0x80 && (u = utf8_printable(p + i, len - i)) > 0) {
+			fwrite(p + i, 1, u, f);
+			i += u;
+			continue;
+		} else {
+			fprintf(f, "\\x%02x", c);
+		}
+		i++;
+	}
+}
+
+void cli_format_time(int64_t ns, char *out, size_t outlen)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	struct tm tm;
+	time_t t;
+
+	if (frac < 0) {
+		frac += 1000000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	if (!gmtime_r(&t, &tm)) {
+		snprintf(out, outlen, "%lld ns", (long long)ns);
+		return;
+	}
+	snprintf(out, outlen, "%04d-%02d-%02d %02d:%02d:%02d.%09lld UTC", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)frac);
+}
+
+void cli_format_bytes(uint64_t n, char *out, size_t outlen)
+{
+	static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)n;
+	int u = 0;
+
+	if (n < 1024) {
+		snprintf(out, outlen, "%llu bytes", (unsigned long long)n);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, outlen, "%.1f %s", v, units[u]);
+}
+
+#ifndef __SANITIZE_ADDRESS__
+static char crash_msg[512];
+static size_t crash_len;
+
+static void crash_handler(int sig)
+{
+	(void)sig;
+	if (write(STDERR_FILENO, crash_msg, crash_len) < 0) {
+		/* nothing more to do */
+	}
+	_exit(EXIT_OPERATIONAL);
+}
+
+void cli_crash_guard(const char *image)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+	struct sigaction sa = {.sa_handler = crash_handler};
+	int n;
+
+	n = snprintf(crash_msg, sizeof(crash_msg),
+		     "\n%s: '%s': crashed reading the image: it is damaged where the store "
+		     "cannot check it (run fsck.kvfs -n; use a backup); if it is sound, this "
+		     "is a bug\n", cli_prog, image);
+	crash_len = n < 0 ? 0 : (size_t)n < sizeof(crash_msg) ? (size_t)n : sizeof(crash_msg) - 1;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+#else
+void cli_crash_guard(const char *image)
+{
+	(void)image; /* a sanitizer build reports the crash itself */
+}
+#endif

@@ -1,28 +1,95 @@
 /*
- * mkfs.c - mkfs.kvfs: write an empty kvfs filesystem into a new image file.
+ * mkfs.c - mkfs.kvfs: write a new kvfs filesystem into an image file, empty
+ * or (-d DIR) filled from a directory tree by mkfs_dir.c.
  *
  * Exit codes: 0 created, 1 could not create (a message says why), 16 usage.
+ * A failed -d copy removes the half-made image.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "kv.h"
+#include "mkfs.h"
+
+/* The lock file LMDB leaves beside an image holds no state; nobody else has
+ * the new image open, so it goes. */
+static void remove_lock(const char *image)
+{
+	char lock[PATH_MAX];
+
+	if ((size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock))
+		unlink(lock);
+}
+
+static void remove_image(const char *image)
+{
+	unlink(image);
+	remove_lock(image);
+}
+
+static int check_dir(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0) {
+		cli_error("'%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error("'%s' is not a directory", dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read the new image back: what is reported is what was written. */
+static int report(const char *image, const char *dir, const struct mkfs_fill_stats *fs)
+{
+	struct kv_super s;
+	struct kv_env *env;
+	char err[512], uuid[37], bytes[32];
+	int rc;
+
+	rc = kv_open(image, &(struct kv_open_opts){.readonly = 1}, &env, err, sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		return 1;
+	}
+	kv_super_get(env, &s);
+	kv_close(env);
+	cli_format_uuid(s.uuid, uuid);
+	printf("created kvfs image '%s': format %u, block size %u, uuid %s%s%s%s\n", image,
+	       s.version, s.block_size, uuid, s.label[0] ? ", label '" : "", s.label,
+	       s.label[0] ? "'" : "");
+	if (dir) {
+		cli_format_bytes(fs->bytes, bytes, sizeof(bytes));
+		printf("copied %llu inodes and %s of file data from '%s'\n",
+		       (unsigned long long)fs->inodes, bytes, dir);
+	}
+	return EXIT_OK;
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: %s [-b BLOCKSIZE] [-L LABEL] [-f] [-q] IMAGE\n"
-		"Create an empty kvfs filesystem in the file IMAGE.\n"
+		"usage: %s [-b BLOCKSIZE] [-L LABEL] [-d DIR] [-f] [-q] IMAGE\n"
+		"Create a kvfs filesystem in the file IMAGE, empty or a copy of DIR.\n"
 		"\n"
 		"  -b, --block-size N  data bytes per block, %d to %d (K and M suffixes\n"
 		"                      allowed); default %d. N = k*4096-24 fills k pages\n"
 		"                      of the image exactly\n"
 		"  -L, --label LABEL   filesystem label, at most %d bytes\n"
+		"  -d, --root-dir DIR  copy the tree at DIR into the new filesystem:\n"
+		"                      contents, modes, owners, times, symlinks, hard\n"
+		"                      links, xattrs, devices, FIFOs; holes and runs of\n"
+		"                      zero blocks are not stored\n"
 		"  -f, --force         replace IMAGE if it exists (not while it is mounted)\n"
 		"  -q, --quiet         print nothing on success\n"
 		"  -h, --help          show this help and exit\n"
@@ -35,6 +102,7 @@ int cmd_mkfs(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"block-size", required_argument, NULL, 'b'},
 		{"label", required_argument, NULL, 'L'},
+		{"root-dir", required_argument, NULL, 'd'},
 		{"force", no_argument, NULL, 'f'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -42,13 +110,13 @@ int cmd_mkfs(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct kv_mkfs_opts o = {.root_mode = 0755};
-	struct kv_super s;
-	struct kv_env *env;
-	char err[512], uuid[37];
+	struct mkfs_fill_stats fs = {0};
+	const char *dir = NULL;
+	char err[512];
 	int quiet = 0, c, rc;
 	uint64_t bs;
 
-	while ((c = getopt_long(argc, argv, "b:L:fqhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "b:L:d:fqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
 			if (cli_parse_size(optarg, &bs) || bs < KV_BLOCK_SIZE_MIN ||
@@ -65,6 +133,9 @@ int cmd_mkfs(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			o.label = optarg;
+			break;
+		case 'd':
+			dir = optarg;
 			break;
 		case 'f':
 			o.force = 1;
@@ -89,6 +160,8 @@ int cmd_mkfs(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (dir && check_dir(dir))
+		return 1;
 	o.root_uid = getuid();
 	o.root_gid = getgid();
 	rc = kv_mkfs(argv[optind], &o, err, sizeof(err));
@@ -96,21 +169,14 @@ int cmd_mkfs(int argc, char **argv)
 		cli_error("%s", err);
 		return 1;
 	}
-	if (quiet)
-		return EXIT_OK;
-	/* read the new image back: what is reported is what was written */
-	rc = kv_open(argv[optind], &(struct kv_open_opts){.readonly = 1}, &env, err, sizeof(err));
-	if (rc) {
-		cli_error("%s", err);
+	if (dir && mkfs_fill(argv[optind], dir, !quiet && isatty(STDERR_FILENO), &fs) != 0) {
+		cli_error("'%s' not made", argv[optind]);
+		remove_image(argv[optind]);
 		return 1;
 	}
-	kv_super_get(env, &s);
-	kv_close(env);
-	cli_format_uuid(s.uuid, uuid);
-	printf("created kvfs image '%s': format %u, block size %u, uuid %s%s%s%s\n", argv[optind],
-	       s.version, s.block_size, uuid, s.label[0] ? ", label '" : "", s.label,
-	       s.label[0] ? "'" : "");
-	return EXIT_OK;
+	if (dir)
+		remove_lock(argv[optind]);
+	return quiet ? EXIT_OK : report(argv[optind], dir, &fs);
 }
 
 int main(int argc, char **argv)

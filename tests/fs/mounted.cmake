@@ -21,3 +21,4 @@ kvfs_mount_test(crash test_crash.sh $<TARGET_FILE:crash_worker>)
 kvfs_mount_test(bigdir test_bigdir.sh $<TARGET_FILE:bigdir>)
 kvfs_mount_test(mount test_mount.sh)
 kvfs_mount_test(options test_options.sh)
+

@@ -1,0 +1,231 @@
+#!/bin/bash
+# test_dump.sh - kvfs-dump's views on a known image (summary, tree, inode,
+# keys give the expected lines), its usage errors (exit 16, checked before
+# IMAGE is opened), damage (reported, exit 8, the walk goes on, nothing
+# written outside DEST) and garbage images (exit 8, never a crash).
+#
+# Arguments: MKFS DUMP (the binaries under test).
+set -u
+MKFS=$1
+DUMP=$2
+T=$(mktemp -d /tmp/kvfs-dump.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_tree.sh"
+PY=/usr/bin/python3 # with python3-lmdb, to damage images on purpose
+
+# ---- the known image
+# a.txt 10,000 bytes (blocks of 4072, 4072, 1856) with an xattr, linked as
+# dir/hard; dir/link -> ../a.txt; a FIFO; a name with a newline. The walk
+# takes names in byte order, so inodes are 1 /, 2 a.txt, 3 dir, 4 dir/link,
+# 5 fifo, 6 new\nline.
+K=$T/known
+mkdir -p "$K/dir"
+head -c 10000 /dev/zero | tr '\0' A >"$K/a.txt"
+ln "$K/a.txt" "$K/dir/hard"
+ln -s ../a.txt "$K/dir/link"
+mkfifo "$K/fifo"
+printf z >"$K/new"$'\n'"line"
+setfattr -n user.k -v val "$K/a.txt"
+chmod 640 "$K/a.txt"
+chmod 750 "$K/dir"
+touch -d '2001-02-03 04:05:06.123456789 UTC' "$K/a.txt"
+touch -d '2010-10-10 10:10:10 UTC' "$K/dir" "$K"
+U=$(id -u) G=$(id -g)
+"$MKFS" -q -L known -d "$K" "$T/k.img" || { echo "FAIL: mkfs -d"; exit 1; }
+
+check "summary" exit_is 0 "$DUMP" "$T/k.img" summary
+cp "$T/out" "$T/summary"
+has() { grep -qxF -- "$1" "$2" || { echo "  no line '$1' in:"; cat "$2"; return 1; }; }
+check "summary: label" has "label:          'known'" "$T/summary"
+check "summary: block size" has "block size:     4072" "$T/summary"
+check "summary: format" has "format version: 1" "$T/summary"
+check "summary: counter" has "inode counter:  7" "$T/summary"
+check "summary: inodes" \
+	has "inodes:         6 (dir 2, file 2, symlink 1, fifo 1, chr 0, blk 0, sock 0)" "$T/summary"
+check "summary: dirents" has "dirents:        6 names in 6 keys" "$T/summary"
+check "summary: blocks" has "data blocks:    4" "$T/summary"
+check "summary: xattrs" has "xattrs:         1" "$T/summary"
+check "summary: orphans" has "orphans:        0" "$T/summary"
+check "summary: stored" \
+	has "data stored:    10018 bytes (9.8 KiB: file blocks 10001, inline 8, xattrs 9)" "$T/summary"
+check "summary: amplification" grep -q "^amplification:  [0-9.]* (image size / data stored)$" \
+	"$T/summary"
+check "summary: uuid" grep -q "^uuid:           [0-9a-f]\{8\}-[0-9a-f]\{4\}-4" "$T/summary"
+
+check "tree" exit_is 0 "$DUMP" "$T/k.img" tree
+line() { printf '%10s %-7s %12s  %s\n' "$@"; }
+{
+	line 1 dir 4 "/"
+	line 2 file 10000 "  a.txt [links 2]"
+	line 3 dir 2 "  dir/"
+	line 2 file 10000 "    hard [links 2]"
+	line 4 symlink 8 "    link -> ../a.txt"
+	line 5 fifo 0 "  fifo"
+	line 6 file 1 '  new\nline'
+} >"$T/tree.want"
+check "tree: the expected lines" diff "$T/tree.want" "$T/out"
+check "tree of a subdirectory" exit_is 0 "$DUMP" "$T/k.img" tree /dir
+check "tree of a subdirectory: 3 lines" [ "$(wc -l <"$T/out")" -eq 3 ]
+check "tree of a missing path: exit 8" exit_is 8 "$DUMP" "$T/k.img" tree /nosuch
+check "tree of a missing path: named" grep -q "'/nosuch': No such file" "$T/err"
+
+check "inode by path" exit_is 0 "$DUMP" "$T/k.img" inode /a.txt
+cp "$T/out" "$T/inode"
+check "inode by number gives the same" exit_is 0 "$DUMP" "$T/k.img" inode 2
+check "inode by number gives the same lines" cmp -s "$T/out" "$T/inode"
+for want in "inode:          2" "type:           file" "mode:           100640" \
+	"uid:            $U" "gid:            $G" "nlink:          2" "size:           10000" \
+	"nblocks:        3" \
+	"mtime:          2001-02-03 04:05:06.123456789 UTC (981173106.123456789)" \
+	"name:           /a.txt (directory 1, slot 0)" \
+	"name:           /dir/hard (directory 3, slot 0)" "names:          2" \
+	"block:          0 length 4072 ok" "block:          1 length 4072 ok" \
+	"block:          2 length 1856 ok" "blocks:         3 (0 bad)" \
+	'xattr:          user.k (3 bytes) "val"' "xattrs:         1"; do
+	check "inode: '$want'" has "$want" "$T/inode"
+done
+check "inode of a symlink" exit_is 0 "$DUMP" "$T/k.img" inode /dir/link
+check "inode of a symlink: target" has "target:         '../a.txt' (8 bytes)" "$T/out"
+check "inode of a directory: its parent" exit_is 0 "$DUMP" "$T/k.img" inode /dir
+check "inode of a directory: parent 1" has "parent:         1" "$T/out"
+check "inode of an odd name: escaped" exit_is 0 "$DUMP" "$T/k.img" inode 6
+check "inode of an odd name: escaped name" has 'name:           /new\nline (directory 1, slot 0)' "$T/out"
+check "missing inode: exit 8" exit_is 8 "$DUMP" "$T/k.img" inode 99
+check "missing inode: named" grep -q "inode 99: no such inode" "$T/err"
+
+check "keys meta" exit_is 0 "$DUMP" "$T/k.img" keys meta
+check "keys meta: the superblock" grep -q \
+	"^super version 1 block_size 4072 compat 0 ro_compat 0 incompat 0 uuid .* next_ino 7 created [0-9]* label 'known' (136 bytes)$" \
+	"$T/out"
+check "keys inode" exit_is 0 "$DUMP" "$T/k.img" keys inode
+check "keys inode: 6 records" [ "$(wc -l <"$T/out")" -eq 6 ]
+check "keys inode: a.txt" grep -q \
+	"^2 mode 100640 uid $U gid $G nlink 2 size 10000 rdev 0 flags 0 nblocks 3 atime [0-9]* mtime 981173106123456789 ctime [0-9]* btime [0-9]* parent 0 inline 0$" \
+	"$T/out"
+check "keys inode: the symlink" grep -q "^4 mode 120777 .* inline 8 '../a.txt'$" "$T/out"
+check "keys dirent" exit_is 0 "$DUMP" "$T/k.img" keys dirent
+check "keys dirent: 6 entries" [ "$(wc -l <"$T/out")" -eq 6 ]
+check "keys dirent: a.txt" grep -q "^1 0x[0-9a-f]* slot 0 type 8 ino 2 name 'a.txt'$" "$T/out"
+check "keys dirent: the link" grep -q "^3 0x[0-9a-f]* slot 0 type 8 ino 2 name 'hard'$" "$T/out"
+check "keys dirent: escaped" grep -qF "ino 6 name 'new\\nline'" "$T/out"
+check "keys data" exit_is 0 "$DUMP" "$T/k.img" keys data
+printf '%s\n' "2 0 length 4072 ok" "2 1 length 4072 ok" "2 2 length 1856 ok" \
+	"6 0 length 1 ok" >"$T/data.want"
+check "keys data: the expected lines" diff "$T/data.want" "$T/out"
+check "keys xattr" exit_is 0 "$DUMP" "$T/k.img" keys xattr
+check "keys xattr: the line" has '2 user.k length 3 "val"' "$T/out"
+check "keys xattr --hex" exit_is 0 "$DUMP" "$T/k.img" keys xattr --hex
+check "keys xattr --hex: the record" has "0000000000000002757365722e6b 76616c" "$T/out"
+check "keys orphan: none" exit_is 0 "$DUMP" "$T/k.img" keys orphan
+check "keys orphan: empty" [ ! -s "$T/out" ]
+
+# ---- --help, --version, usage errors (IMAGE is garbage: arguments first)
+head -c 65536 /dev/urandom >"$T/random.img"
+check "--help" exit_is 0 "$DUMP" --help
+check "--help lists the commands" [ "$(grep -cE '^  (summary|tree|inode|keys|export|backup) ' \
+	"$T/out")" -eq 6 ]
+check "--version" exit_is 0 "$DUMP" --version
+check "--version names the format" grep -q "image format 1" "$T/out"
+for args in "" "$T/random.img" "--bogus $T/random.img summary" "$T/random.img nosuch" \
+	"$T/random.img summary extra" "$T/random.img tree relative" "$T/random.img tree / /" \
+	"$T/random.img inode" "$T/random.img inode abc" "$T/random.img inode 0" \
+	"$T/random.img inode -1" "$T/random.img inode 1 2" "$T/random.img keys" \
+	"$T/random.img keys nosuch" "$T/random.img keys inode --bogus" \
+	"$T/random.img keys inode data" "$T/random.img export" "$T/random.img export a b" \
+	"$T/random.img backup"; do
+	check "usage error: exit 16 ($args)" exit_is 16 "$DUMP" $args
+	check "usage error: a message ($args)" grep -q "^kvfs-dump: " "$T/err"
+done
+
+# ---- garbage images: exit 8 with a message, never a crash, nothing written
+: >"$T/empty.img"
+printf 'just some text\n%.0s' {1..1000} >"$T/text.img"
+head -c $(($(stat -c %s "$T/k.img") / 2)) "$T/k.img" >"$T/truncated.img"
+head -c 12288 "$T/k.img" >"$T/short.img"
+printf 'VERSION=3\nformat=print\ntype=btree\nHEADER=END\n key\n value\nDATA=END\n' |
+	mdb_load -n -f /dev/stdin "$T/foreign.img" 2>/dev/null
+mkdir "$T/dir.img"
+for img in random empty text truncated short foreign dir nosuch; do
+	for cmd in summary tree "inode 1" "inode /" "keys inode" "keys meta --hex" \
+		"export $T/x.$img" "export $T/x.$img.tar" "backup $T/b.$img"; do
+		check "$img image, $cmd: exit 8" exit_is 8 "$DUMP" "$T/$img.img" $cmd
+		check "$img image, $cmd: a message" grep -q "^kvfs-dump: .*$img.img" "$T/err"
+	done
+	check "$img image: nothing exported" [ ! -e "$T/x.$img" ] && [ ! -e "$T/x.$img.tar" ] &&
+		[ ! -e "$T/b.$img" ]
+done
+check "foreign image: exit 8" exit_is 8 "$DUMP" "$T/foreign.img" summary
+check "foreign image: named as such" grep -q "foreign.img' is not a kvfs image" "$T/err"
+
+# a B-tree page smashed: LMDB trusts its pages and may crash reading it; the
+# crash guard makes that exit 8 with a message (a sanitizer build reports
+# the crash itself instead, so the check is for other builds)
+if ! ldd "$DUMP" | grep -q libasan; then
+	"$PY" - "$T/k.img" "$T/smashed.img" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+pg = data.find(b"user.k") // 4096            # the leaf of the xattr database
+assert struct.unpack_from("<QHH", data, pg * 4096)[0] == pg
+data[pg * 4096 + 16:(pg + 1) * 4096] = b"\xff" * (4096 - 16)
+open(sys.argv[2], "wb").write(bytes(data))
+PY
+	for cmd in summary "keys xattr" "inode 2" "export $T/smashed.out"; do
+		check "smashed page, $cmd: exit 8" exit_is 8 "$DUMP" "$T/smashed.img" $cmd
+		check "smashed page, $cmd: a message" grep -q "smashed.img'" "$T/err"
+	done
+fi
+
+# ---- damage: reported, the walk goes on, exit 8
+cp "$T/k.img" "$T/bad.img"
+"$PY" - "$T/bad.img" <<'PY' || echo "FAIL: could not damage the image"
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+dbs = {n: env.open_db(n.encode()) for n in ("inode", "dirent", "data")}
+key = lambda *v: b"".join(struct.pack(">Q", x) for x in v)
+ent = lambda slot, typ, ino, name: bytes([slot, typ, len(name)]) + struct.pack("<Q", ino) + name
+with env.begin(write=True) as t:
+    blk = bytearray(t.get(key(2, 1), db=dbs["data"]))
+    blk[100] ^= 0xFF                                 # a.txt block 1: checksum fails
+    t.put(key(2, 1), bytes(blk), db=dbs["data"])
+    d = dbs["dirent"]
+    t.put(key(1, 0x111), ent(0, 8, 2, b"../escape"), db=d)    # a name with a slash
+    t.put(key(1, 0x222), ent(0, 8, 99, b"ghost"), db=d)       # no inode 99
+    t.put(key(3, 0x333), ent(0, 4, 1, b"loop"), db=d)         # dir/loop -> the root
+    t.put(key(3, 0x444), b"\x00\x08", db=d)                   # a list cut short
+    t.put(key(50), b"short", db=dbs["inode"])                 # a record cut short
+env.close()
+PY
+check "damaged: tree exit 8" exit_is 8 "$DUMP" "$T/bad.img" tree
+check "damaged: tree goes on" grep -q "fifo" "$T/out"
+check "damaged: tree names the missing inode" grep -q "ghost.*inode 99" "$T/err"
+check "damaged: tree reports the loop" grep -q "loop" "$T/err"
+check "damaged: tree escapes the name" grep -qF "../escape" "$T/out"
+check "damaged: summary exit 8" exit_is 8 "$DUMP" "$T/bad.img" summary
+check "damaged: summary still prints" grep -q "^inodes:" "$T/out"
+check "damaged: inode shows the bad block" exit_is 8 "$DUMP" "$T/bad.img" inode /a.txt
+check "damaged: BAD block line" has "block:          1 length 4072 BAD" "$T/out"
+check "damaged: blocks count" has "blocks:         3 (1 bad)" "$T/out"
+check "damaged: keys data" exit_is 8 "$DUMP" "$T/bad.img" keys data
+check "damaged: keys data BAD" has "2 1 length 4072 BAD" "$T/out"
+check "damaged: keys dirent" exit_is 8 "$DUMP" "$T/bad.img" keys dirent
+check "damaged: keys dirent bad hash" grep -q "name '../escape' BAD hash" "$T/out"
+check "damaged: keys dirent malformed" grep -q "^0000000000000003.* malformed" "$T/out"
+check "damaged: keys inode malformed" exit_is 8 "$DUMP" "$T/bad.img" keys inode
+check "damaged: keys inode line" grep -q "^0000000000000032 malformed (value of 5 bytes)" "$T/out"
+mkdir "$T/jail"
+check "damaged: export exit 8" exit_is 8 "$DUMP" "$T/bad.img" export "$T/jail/out"
+cp "$T/err" "$T/export.err"
+check "damaged: nothing outside DEST" [ ! -e "$T/jail/escape" ] && [ ! -e "$T/escape" ]
+check "damaged: the rest exported" [ -p "$T/jail/out/fifo" ] && [ -L "$T/jail/out/dir/link" ]
+check "damaged: bad block exported as zeros" \
+	[ "$(tr -d A <"$T/jail/out/a.txt" | wc -c)" -eq 4072 ]
+check "damaged: the path is named" grep -Eq "'(a.txt|dir/hard)': block 1 fails its checksum" "$T/export.err"
+check "damaged: the impossible name is named" grep -qF "an entry with an impossible name ('../escape')" \
+	"$T/export.err"
+check "damaged: the missing inode is named" grep -q "'ghost': inode 99: missing" "$T/export.err"
+check "damaged: the loop is not followed" [ ! -e "$T/jail/out/dir/loop" ]
+check "damaged: tar export exit 8" exit_is 8 "$DUMP" "$T/bad.img" export "$T/jail/out.tar"
+check "damaged: tar has the rest" exit_is 0 tar tf "$T/jail/out.tar" ./fifo
+check "damaged: tar has no escape" [ -z "$(tar tf "$T/jail/out.tar" | grep escape)" ]
+
+summary

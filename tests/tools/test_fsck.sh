@@ -1,0 +1,327 @@
+#!/bin/bash
+# test_fsck.sh - fsck.kvfs against images broken on purpose. For every
+# invariant it checks: break it through raw LMDB (fsck_break), then
+# fsck -n finds it (exit 4, the message), fsck -y repairs it (exit 1) and
+# fsck -n right after is clean (exit 0); some cases also look at the result.
+# Then -p on what it may and may not repair, garbage files (exit 8), usage
+# (exit 16), the JSON report and the progress display.
+#
+# usage: test_fsck.sh FSCK MKIMAGE FSCK_BREAK
+set -u
+FSCK=$1
+MKIMAGE=$2
+BRK=$3
+T=$(mktemp -d /tmp/kvfs-fsck.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+passes=0 fails=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# run_fsck WANT NAME ARGS...: fsck's exit must be WANT; output in $T/out
+run_fsck() {
+	local want=$1 name=$2 got
+	shift 2
+	"$FSCK" "$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then
+		ok
+	else
+		bad "$name: fsck $* exited $got, wanted $want"
+		sed 's/^/    /' "$T/out" "$T/err" | head -30
+	fi
+}
+has() { # NAME TEXT: $T/out holds TEXT (fixed string)
+	if grep -qF -- "$2" "$T/out"; then ok; else bad "$1: no '$2' in the output"; sed 's/^/    /' "$T/out" | head -20; fi
+}
+found() { # NAME TEXT: the first -n run of the last case reported TEXT too
+	if grep -qF -- "$2" "$T/found"; then ok; else bad "$1: no '$2' in the report"; sed 's/^/    /' "$T/found" | head -20; fi
+}
+expect() { # NAME COMMAND...: the command succeeds
+	local name=$1
+	shift
+	if "$@"; then ok; else bad "$name"; fi
+}
+
+"$MKIMAGE" -s -n 300 -w 50 "$T/base.img" || { echo "FAIL: mkimage"; exit 1; }
+IMG=$T/c.img
+run_fsck 0 "sample image is clean" -n "$T/base.img"
+[ "$(wc -l <"$T/err")" -eq 0 ] && ok || bad "no progress or messages on stderr when it is no tty"
+
+# fresh BREAK-COMMANDS...: a copy of the sample broken by the commands (each
+# a quoted fsck_break argument list, eval'd: a target '#INO' needs quotes)
+fresh() {
+	local c
+	cp "$T/base.img" "$IMG"
+	rm -f "$IMG-lock"
+	for c in "$@"; do
+		eval "\"\$BRK\" \"\$IMG\" $c" || { bad "fsck_break $c"; return 1; }
+	done
+}
+
+# case_ NAME CLASS "MESSAGE" BREAK-COMMANDS...: -n finds the problem (exit
+# 4, MESSAGE). Class p: -p repairs it (exit 1, then clean). Class y: -p
+# leaves it (exit bit 4, "needs -y"). Then, on that image, -y repairs it
+# (exit 1) and -n right after is clean (exit 0).
+case_() {
+	local name=$1 class=$2 msg=$3 rc
+	shift 3
+	fresh "$@" || return 1
+	run_fsck 4 "$name: -n finds it" -n "$IMG"
+	has "$name" "$msg"
+	cp "$T/out" "$T/found"
+	if [ "$class" = p ]; then
+		run_fsck 1 "$name: -p repairs it" -p "$IMG"
+		run_fsck 0 "$name: clean after -p" -n "$IMG"
+		fresh "$@" || return 1
+	else
+		"$FSCK" -p "$IMG" >"$T/out" 2>&1
+		rc=$?
+		[ $((rc & 4)) -ne 0 ] && ok || bad "$name: -p exited $rc: it must leave this to -y"
+		has "$name: -p" "no (needs -y)"
+	fi
+	run_fsck 1 "$name: -y repairs it" -y "$IMG"
+	has "$name: -y" "? yes"
+	run_fsck 0 "$name: clean after -y" -n "$IMG"
+}
+
+# the sample's inodes: / 1, /dir 2, /dir/sub 3, /dir/file 4, /hello 5,
+# /sparse 6, /link 7, /hard1 8 (= /dir/hard2), /fifo 9, /null 10, /empty 11,
+# /dir/sub/deep 12, /xdir 13
+[ "$("$BRK" "$T/base.img" ino /xdir)" = 13 ] && ok || bad "sample layout changed"
+
+# ---- pass 1
+case_ meta_extra y "meta database holds an unknown record 'junk'" "put meta 6a756e6b 00"
+
+# ---- pass 2
+case_ inode_bad_key y "inode database: a record with a malformed key (3 bytes)" "put inode 010203 00"
+case_ inode_ino_0 y "inode database: a record with a malformed key (8 bytes)" \
+	"put inode 0000000000000000 $(printf '0%.0s' {1..176})"
+case_ inode_bad_record y "inode 11: malformed record (40 bytes)" "trunc /empty 40"
+expect "bad record: cleared, its name dropped" eval '! "$BRK" "$IMG" ls / | grep -qx empty'
+case_ inode_bad_type y "inode 9: unknown file type (mode 170644)" "set /fifo mode 0170644"
+case_ inode_flags p "inode 5: reserved flags 0x4 are set" "set /hello flags 4"
+case_ inode_inline y "inode 5: 4 bytes of inline data on a regular file" "inline /hello junk"
+expect "inline data dropped, data kept" [ "$("$BRK" "$IMG" cat /hello)" = "hello world" ]
+case_ symlink_size p "inode 7: symlink size is 99, its target is 5 bytes" "set /link size 99"
+expect "symlink size fixed" [ "$("$BRK" "$IMG" stat /link)" = "120777 1 5 0 0" ]
+case_ symlink_empty y "inode 7: symlink without a target" "trunc /link 88"
+case_ special_size p "inode 10: size of a character device is 5, should be 0" "set /null size 5"
+case_ parent_nondir p "inode 5: parent field is 2 on a regular file" "set /hello parent 2"
+case_ file_size y "inode 11: size 9223372036854775808 is beyond the largest file size" \
+	"set /empty size 0x8000000000000000"
+case_ root_missing y "root directory (inode 1) is missing" "del-inode '#1'"
+expect "new root keeps the tree" eval '"$BRK" "$IMG" cat /dir/sub/deep | grep -qx deep'
+case_ root_not_dir y "root inode 1 is not a directory (mode 100644)" "set '#1' mode 0100644"
+expect "root replaced: names kept" eval '"$BRK" "$IMG" ls / | grep -qx hello'
+
+# ---- pass 3
+case_ dirent_bad_key y "dirent database: a record with a malformed key (10 bytes)" \
+	"put dirent 00000000000000010000 00"
+case_ dirent_no_dir y "inode 999 has entries but is missing" "add-entry '#999' x 5 8"
+case_ dirent_file_dir y "inode 5 has entries but is not a directory" "add-entry /hello x 11 8"
+case_ dirent_cut y "is damaged (cut short)" "cut-list / hello"
+expect "cut list: the lost name's inode is in /lost+found" \
+	eval '"$BRK" "$IMG" cat "/lost+found/#5" | grep -qx "hello world"'
+h=$("$BRK" "$IMG" hash hello)
+case_ dirent_order y "is damaged (slots out of order)" "add-entry / aaa 11 8 $h" "entry / hello slot 5"
+case_ dirent_bad_name y "directory 1: entry 'a/b' has an invalid name" "add-entry / a/b 5 8"
+case_ dirent_dot y "directory 2: entry '..' has an invalid name" "add-entry /dir .. 1 4"
+case_ dirent_bad_hash y "directory 1: entry 'misfiled' is filed under the wrong hash" \
+	"add-entry / misfiled 5 8 12345"
+expect "misfiled entry re-filed: found by name" [ "$("$BRK" "$IMG" ino /misfiled)" = 5 ]
+expect "re-filed name counts as a link" [ "$("$BRK" "$IMG" stat /hello | cut -d' ' -f2)" = 2 ]
+case_ dirent_dup_name y "directory 1: entry 'hello' appears twice" "dup-entry / hello"
+case_ dirent_missing y "directory 1: entry 'ghost' names missing inode 777" "add-entry / ghost 777 8"
+expect "dangling entry dropped" eval '! "$BRK" "$IMG" ls / | grep -qx ghost'
+case_ dirent_missing_inode y "directory 3: entry 'deep' names missing inode 12" "del-inode /dir/sub/deep"
+found "missing inode: its blocks too" "block 0 of missing inode 12"
+case_ dirent_root y "directory 2: entry 'rootlink' names the root directory" "add-entry /dir rootlink 1 4"
+case_ dirent_type p "directory 1: entry 'hello' has type 4, inode 5 has type 8" "entry / hello type 4"
+case_ dir_multi y "directory 3 has a second name: 'sub2' in 13 (it is also named in 2).  Drop the name in 13" \
+	"add-entry /xdir sub2 3 4"
+expect "second name dropped" eval '! "$BRK" "$IMG" ls /xdir | grep -qx sub2'
+case_ dir_multi_parent y "directory 3 has a second name: 'sub2' in 13 (it is also named in 2).  Drop the name in 2" \
+	"add-entry /xdir sub2 3 4" "set /dir/sub parent 13"
+expect "the name in the parent field's directory kept" eval '! "$BRK" "$IMG" ls /dir | grep -qx sub'
+expect "... and its tree" eval '"$BRK" "$IMG" cat /xdir/sub2/deep | grep -qx deep'
+case_ dir_unreachable y "directory 13 is not reachable from the root" "unname / xdir"
+expect "unreachable directory in /lost+found" eval '"$BRK" "$IMG" ls /lost+found | grep -qx "#13"'
+expect "/lost+found is 0700 and counted" [ "$("$BRK" "$IMG" stat /lost+found)" = "40700 3 1 0 1" ]
+expect "moved directory's parent is /lost+found" \
+	[ "$("$BRK" "$IMG" stat "/lost+found/#13" | cut -d' ' -f5)" = "$("$BRK" "$IMG" ino /lost+found)" ]
+case_ dir_cycle y "directory 2: its ancestors form a cycle not reachable from the root" \
+	"unname / dir" "add-entry '#3' loop 2 4"
+expect "cycle broken: its tree in /lost+found" eval '"$BRK" "$IMG" cat "/lost+found/#2/sub/deep" | grep -qx deep'
+case_ inode_unreachable y "inode 5 (regular file) has no name and is not an orphan" "unname / hello"
+expect "unreachable file in /lost+found, data intact" \
+	eval '"$BRK" "$IMG" cat "/lost+found/#5" | grep -qx "hello world"'
+case_ dir_size p "directory 2: size is 9, it has 3 entries" "set /dir size 9"
+case_ dir_parent p "directory 3: parent field is 13, but it is named in 2" "set /dir/sub parent 13"
+case_ root_parent p "directory 1: parent field is 5, but it is named in 1" "set '#1' parent 5"
+case_ dirent_empty y "is damaged (empty)" "put dirent 0000000000000001000000000000abcd"
+case_ dirent_stale_copy y "directory 1: entry 'hello' appears twice" "add-entry / hello 5 8 12345"
+case_ damaged_dir y "inode 3: malformed record (40 bytes)" "trunc /dir/sub 40"
+expect "damaged directory cleared: its child in /lost+found" \
+	eval '"$BRK" "$IMG" cat "/lost+found/#12" | grep -qx deep'
+case_ nameless_nlink0 y "inode 5 (regular file) has no name and is not an orphan" \
+	"unname / hello" "set '#5' nlink 0"
+expect "nameless inode with nlink 0: in /lost+found with 1 link" \
+	[ "$("$BRK" "$IMG" stat "/lost+found/#5" | cut -d' ' -f2)" = 1 ]
+
+# ---- pass 4
+case_ nlink_file p "inode 5: link count is 3, should be 1" "set /hello nlink 3"
+case_ nlink_dir p "inode 2: link count is 2, should be 3" "set /dir nlink 2"
+case_ nlink_hard p "inode 8: link count is 1, should be 2" "set /hard1 nlink 1"
+case_ nlink_root p "inode 1: link count is 9, should be" "set '#1' nlink 9"
+
+# ---- pass 5
+case_ block_bad_key y "data database: a record with a malformed key (8 bytes)" "put data 0000000000000005 00"
+case_ block_no_owner p "block 0 of missing inode 888" "block '#888' 0 100"
+case_ block_not_file y "inode 7: block 0 stored for a symlink" "block /link 0 10"
+case_ block_past_eof p "inode 5: block 3 lies past the end of the file (size 12)" "block /hello 3 100"
+found "past eof: nblocks too" "inode 5: block count is 1, 2 blocks stored"
+case_ block_tail p "inode 5: block 0 holds bytes past the end of the file (size 5)" "set /hello size 5"
+expect "tail trimmed" [ "$("$BRK" "$IMG" cat /hello)" = "hello" ]
+case_ block_bad_len y "inode 5: block 0 at offset 0 is damaged (bad length)" "block-raw /hello 0 4"
+expect "bad block dropped: a hole" [ "$("$BRK" "$IMG" cat /hello | od -An -tx1 | tr -d ' \n')" = "000000000000000000000000" ]
+case_ block_csum y "inode 4: block 1 at offset 4072 fails its checksum" "flip /dir/file 1"
+expect "damaged block dropped: nblocks 3" [ "$("$BRK" "$IMG" stat /dir/file | cut -d' ' -f4)" = 3 ]
+expect "damaged block dropped: the file reads, with a hole" \
+	[ "$("$BRK" "$IMG" cat /dir/file | head -c 8144 | tail -c 4072 | tr -d '\0' | wc -c)" = 0 ]
+case_ nblocks p "inode 4: block count is 9, 4 blocks stored" "set /dir/file nblocks 9"
+
+# ---- pass 6
+case_ xattr_bad_key y "xattr database: a record with a malformed key (8 bytes)" "put xattr 0000000000000005 00"
+case_ xattr_bad_ns y "inode 5: xattr 'bogus.name' has an invalid name" "xattr /hello bogus.name 3"
+case_ xattr_nul y "inode 5: xattr 'user.a\\x00b' has an invalid name" "xattr /hello 'user.a\\x00b' 1"
+case_ xattr_too_big y "inode 5: xattr 'user.big' has a value of 70000 bytes (at most 65536)" \
+	"xattr /hello user.big 70000"
+case_ xattr_no_owner p "xattr 'user.x' of missing inode 555" "xattr '#555' user.x 1"
+
+# ---- pass 7
+case_ orphan_bad_key y "orphan database: a record with a malformed key (2 bytes)" "put orphan 0102"
+case_ orphan_missing p "orphan list names missing inode 444" "orphan '#444'"
+case_ orphan_linked p "inode 5 is on the orphan list but has 1 links" "orphan /hello"
+case_ counter p "inode counter is 5, not above inode" "counter 5"
+# listed as an orphan but linked, with no name: its data goes to /lost+found
+case_ orphan_nameless y "inode 5 (regular file) has no name and is not an orphan" \
+	"unname / hello" "orphan '#5'"
+found "nameless linked orphan: off the list" "inode 5 is on the orphan list but has 1 links"
+expect "nameless linked orphan: kept in /lost+found" \
+	eval '"$BRK" "$IMG" cat "/lost+found/#5" | grep -qx "hello world"'
+
+# an orphan with no links is a note (a normal state after a crash): -n exits
+# 0; -p frees it (exit 1)
+cp "$T/base.img" "$IMG"
+root_size=$("$BRK" "$IMG" stat / | cut -d' ' -f3)
+"$BRK" "$IMG" unname / empty && "$BRK" "$IMG" set "#11" nlink 0 && "$BRK" "$IMG" orphan "#11" &&
+	"$BRK" "$IMG" set / size $((root_size - 1))
+run_fsck 0 "orphan: -n, a note only" -n "$IMG"
+has "orphan note" "note: inode 11: orphan with no links"
+run_fsck 1 "orphan: -p frees it" -p "$IMG"
+run_fsck 0 "orphan: clean after" -n "$IMG"
+expect "orphan freed" eval '! "$BRK" "$IMG" stat "#11" 2>/dev/null'
+
+# an orphan directory (removed while open): a note; -p frees it and its xattr
+cp "$T/base.img" "$IMG"
+read -r _ root_nlink root_size _ <<<"$("$BRK" "$IMG" stat /)"
+"$BRK" "$IMG" unname / xdir && "$BRK" "$IMG" set "#13" nlink 0 && "$BRK" "$IMG" orphan "#13" &&
+	"$BRK" "$IMG" set / size $((root_size - 1)) && "$BRK" "$IMG" set / nlink $((root_nlink - 1))
+run_fsck 0 "orphan directory: -n, a note only" -n "$IMG"
+has "orphan directory note" "note: inode 13: orphan with no links"
+run_fsck 1 "orphan directory: -p frees it" -p "$IMG"
+run_fsck 0 "orphan directory: clean after" -n "$IMG"
+expect "orphan directory freed" eval '! "$BRK" "$IMG" stat "#13" 2>/dev/null'
+
+# ---- -p: what it may and may not repair
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" set /hello nlink 4
+run_fsck 1 "-p repairs a link count" -p "$IMG"
+run_fsck 0 "-p: clean after" -n "$IMG"
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" add-entry / ghost 777 8
+run_fsck 4 "-p leaves a dangling entry" -p "$IMG"
+has "-p says why" "Drop it? no (needs -y)"
+run_fsck 4 "-p: still there" -n "$IMG"
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" add-entry / ghost 777 8
+"$BRK" "$IMG" set /hello nlink 4
+run_fsck 5 "-p: some fixed, some left: 1|4" -p "$IMG"
+run_fsck 1 "-y repairs the rest" -y "$IMG"
+run_fsck 0 "clean at last" -n "$IMG"
+
+# ---- --json
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" set /hello nlink 4
+"$BRK" "$IMG" add-entry / 'we"ird' 777 8
+run_fsck 4 "--json exit" -n --json "$IMG"
+expect "--json is valid JSON with the report" /usr/bin/python3 - "$T/out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["exit"] == 4 and r["mode"] == "check", r
+codes = {p["code"]: p for p in r["problems"]}
+assert codes["nlink"]["inode"] == 5 and codes["nlink"]["fixed"] is False, codes
+assert "we\"ird" in codes["dirent_missing"]["message"], codes
+assert r["counts"]["inodes"] == 313 and r["counts"]["directories"] == 10, r["counts"]
+assert r["left"] == len([p for p in r["problems"] if p["error"]])
+PY
+run_fsck 1 "--json -y exit" -y --json "$IMG"
+expect "--json -y: fixed" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["exit"] == 1 and all(p["fixed"] for p in r["problems"]), r' "$T/out"
+
+# ---- garbage: a message and exit 8, the file untouched
+head -c 100000 /dev/urandom >"$T/random.img"
+: >"$T/empty.img"
+printf 'just some text\n%.0s' {1..1000} >"$T/text.img"
+"$MKIMAGE" -n 3000 "$T/trunc.img" && truncate -s $(($(stat -c %s "$T/trunc.img") / 2)) "$T/trunc.img"
+cp "$T/base.img" "$T/newer.img" && "$BRK" "$T/newer.img" version 2
+/usr/bin/python3 -c '
+import lmdb, sys
+e = lmdb.open(sys.argv[1], subdir=False, lock=False)
+with e.begin(write=True) as t: t.put(b"k", b"v")
+e.close()' "$T/plain.img"
+mkdir "$T/adir"
+for f in random empty text trunc newer plain; do
+	cp "$T/$f.img" "$T/$f.copy"
+	for m in -n -y; do
+		run_fsck 8 "$f image $m" $m "$T/$f.img"
+		expect "$f image $m: a message" grep -q "fsck.kvfs: .*$f.img" "$T/err"
+	done
+	expect "$f image: untouched" cmp -s "$T/$f.img" "$T/$f.copy"
+done
+run_fsck 8 "a directory" -n "$T/adir"
+run_fsck 8 "no such file" -n "$T/nosuch.img"
+grep -q "format version 2" "$T/err" 2>/dev/null || { "$FSCK" -n "$T/newer.img" 2>&1 | grep -q "version 2"; } &&
+	ok || bad "newer version named"
+run_fsck 8 "--json on garbage" -n --json "$T/random.img"
+expect "--json on garbage: exit and error" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); assert r["exit"] == 8 and r["error"], r' "$T/out"
+
+# ---- a clean fresh image, every mode
+"$MKIMAGE" "$T/fresh.img"
+run_fsck 0 "fresh image -n" -n "$T/fresh.img"
+run_fsck 0 "fresh image -p" -p "$T/fresh.img"
+run_fsck 0 "fresh image -y -f" -y -f "$T/fresh.img"
+has "summary line" "1 inodes, 1 directories, 0 blocks (0 bytes) checked in"
+
+# ---- usage
+run_fsck 16 "no image" 
+run_fsck 16 "-n and -y" -n -y "$T/fresh.img"
+run_fsck 16 "unknown option" --bogus "$T/fresh.img"
+run_fsck 16 "two images" -n "$T/fresh.img" "$T/base.img"
+run_fsck 0 "--help" --help
+has "--help names -p's repairs" "-p, -a, --preen"
+run_fsck 0 "--version" --version
+
+# ---- progress on a terminal only
+"$MKIMAGE" -n 20000 "$T/big.img"
+script -qec "$FSCK -n $T/big.img" /dev/null >"$T/tty" 2>&1
+expect "progress bar on a tty" grep -q "Pass 5: data blocks \[=*" "$T/tty"
+run_fsck 0 "no progress when not a tty" -n "$T/big.img"
+expect "no progress when not a tty: stderr empty" [ ! -s "$T/err" ]
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

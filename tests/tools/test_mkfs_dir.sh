@@ -1,0 +1,109 @@
+#!/bin/bash
+# test_mkfs_dir.sh - mkfs.kvfs -d DIR and kvfs-dump export, round trip: a tree
+# with every kind of entry goes into an image and comes back out equal, as a
+# directory and through a tar archive; holes stay holes; thousands of files
+# take a few commits, not one each; progress shows on a terminal only; errors
+# name the source path.
+#
+# Arguments: MKFS DUMP (the binaries under test).
+set -u
+MKFS=$1
+DUMP=$2
+T=$(mktemp -d /tmp/kvfs-tools.XXXXXX)
+trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_tree.sh"
+
+kb() { du -k "$1" | cut -f1; }
+last_txn() { mdb_stat -n -e "$1" | sed -n 's/^ *Last transaction ID: //p'; }
+
+make_tree "$T/src"
+
+# ---- mkfs -d, then export to a directory
+check "mkfs -d succeeds" exit_is 0 "$MKFS" -L roundtrip -d "$T/src" "$T/img"
+check "mkfs -d reports the copy" grep -q "^copied [0-9]* inodes and .* of file data from" "$T/out"
+check "no progress without a terminal" [ ! -s "$T/err" ]
+check "export to a directory" exit_is 0 "$DUMP" "$T/img" export "$T/out.d"
+check "export reports what it wrote" grep -q "^exported [0-9]* inodes" "$T/out"
+same_tree "$T/src" "$T/out.d" "directory export"
+check "sparse file stays sparse ($(kb "$T/out.d/sparse") KiB)" [ "$(kb "$T/out.d/sparse")" -lt 256 ]
+check "file of holes has no blocks" [ "$(kb "$T/out.d/all-hole")" -eq 0 ]
+check "written zeros are not stored ($(kb "$T/out.d/zeros") KiB)" [ "$(kb "$T/out.d/zeros")" -lt 64 ]
+check "hard link kept as a link" [ "$(stat -c %i "$T/out.d/hardlink")" = "$(stat -c %i "$T/out.d/dir/file")" ]
+
+# the image holds holes too: blocks only for the data
+"$DUMP" "$T/img" inode /sparse >"$T/sparse.inode"
+check "sparse file: 2 blocks stored" grep -q "^blocks: *2 (0 bad)" "$T/sparse.inode"
+"$DUMP" "$T/img" inode /all-hole >"$T/hole.inode"
+check "file of holes: no blocks stored" grep -q "^blocks: *0 (0 bad)" "$T/hole.inode"
+"$DUMP" "$T/img" inode /hardlink >"$T/hard.inode"
+check "hard link: one inode, three names" [ "$(grep -c '^name:' "$T/hard.inode")" -eq 3 ]
+check "hard link: nlink 3" grep -q "^nlink: *3$" "$T/hard.inode"
+
+# an export into an existing empty directory works; a non-empty one is refused
+mkdir "$T/empty.d"
+check "export into an empty directory" exit_is 0 "$DUMP" "$T/img" export "$T/empty.d"
+check "refuse a non-empty directory: exit 8" exit_is 8 "$DUMP" "$T/img" export "$T/out.d"
+check "refusal names it" grep -q "out.d': exists and is not empty" "$T/err"
+: >"$T/afile"
+check "refuse an existing file: exit 8" exit_is 8 "$DUMP" "$T/img" export "$T/afile"
+check "refused file untouched" [ ! -s "$T/afile" ]
+
+# ---- through a tar archive
+check "export to a tar archive" exit_is 0 "$DUMP" "$T/img" export "$T/out.tar"
+mkdir "$T/untar"
+tar -C "$T/untar" --xattrs --xattrs-include='*' -xpf "$T/out.tar" 2>"$T/tar.err"
+check "tar extracts it" [ $? -eq 0 ]
+# only the name that is not UTF-8 (pax hdrcharset) and the time before 1970
+# may draw a warning
+check "tar: no other complaint" [ -z "$(grep -v 'hdrcharset\|implausibly old' "$T/tar.err")" ]
+same_tree "$T/src" "$T/untar" "tar export"
+check "tar: sparse file stays sparse" [ "$(kb "$T/untar/sparse")" -lt 256 ]
+check "tar: archive smaller than the data ($(kb "$T/out.tar") KiB)" [ "$(kb "$T/out.tar")" -lt 9000 ]
+check "tar: refuse an existing archive" exit_is 8 "$DUMP" "$T/img" export "$T/out.tar"
+
+# ---- another block size gives the same tree
+check "mkfs --root-dir -b 8168" exit_is 0 "$MKFS" -q -b 8168 --root-dir "$T/src" "$T/img8k"
+check "export of the 8168 image" exit_is 0 "$DUMP" "$T/img8k" export "$T/out8k"
+same_tree "$T/src" "$T/out8k" "block size 8168"
+
+# ---- batches: 6,000 files and 40 MB take a handful of commits
+mkdir "$T/lots"
+(cd "$T/lots" && for d in $(seq 6); do
+	mkdir "d$d" && for f in $(seq 1000); do printf "$d/$f" >"d$d/$f"; done
+done)
+head -c 40000000 /dev/urandom >"$T/lots/d1/large"
+head -c 40000000 /dev/zero >"$T/lots/d2/zeros" # written zeros: read, never stored
+check "mkfs -d of 6,000 files" exit_is 0 "$MKFS" -q -d "$T/lots" "$T/lots.img"
+txns=$(last_txn "$T/lots.img")
+check "6,000 files and 40 MB in $txns commits (not one each)" [ "${txns:-99999}" -lt 12 ]
+"$DUMP" "$T/lots.img" summary >"$T/lots.summary"
+check "summary counts 6,009 inodes" grep -q "^inodes: *6009 (dir 7, file 6002," "$T/lots.summary"
+check "export of 6,000 files" exit_is 0 "$DUMP" "$T/lots.img" export "$T/lots.out"
+check "6,000 files equal" diff -r "$T/lots" "$T/lots.out"
+
+# ---- progress on a terminal
+if command -v script >/dev/null; then
+	script -qec "$MKFS -d '$T/lots' '$T/tty.img'" /dev/null >"$T/tty.out" 2>&1
+	check "progress on a terminal" grep -q "files, " "$T/tty.out"
+fi
+
+# ---- errors
+check "missing source: exit 1" exit_is 1 "$MKFS" -d "$T/nosuch" "$T/e1.img"
+check "missing source: named" grep -q "nosuch': No such file" "$T/err"
+check "missing source: no image" [ ! -e "$T/e1.img" ]
+check "source not a directory: exit 1" exit_is 1 "$MKFS" -d "$T/afile" "$T/e2.img"
+check "source not a directory: named" grep -q "afile' is not a directory" "$T/err"
+if [ "$AS_ROOT" = 0 ]; then
+	mkdir -p "$T/denied/sub" && echo x >"$T/denied/sub/secret" && chmod 0 "$T/denied/sub/secret"
+	check "unreadable file: exit 1" exit_is 1 "$MKFS" -d "$T/denied" "$T/e3.img"
+	check "unreadable file: path named" grep -q "denied/sub/secret': cannot open" "$T/err"
+	check "unreadable file: no image left" [ ! -e "$T/e3.img" ]
+fi
+# the image inside the tree it is made from is left out
+cp -a "$T/lots/d1" "$T/self"
+check "image inside the source" exit_is 0 "$MKFS" -q -d "$T/self" "$T/self/self.img"
+check "image inside the source: left out" grep -q "self.img': the image being made" "$T/err"
+"$DUMP" "$T/self/self.img" tree >"$T/self.tree"
+check "image inside the source: not copied" [ "$(grep -c self.img "$T/self.tree")" -eq 0 ]
+
+summary

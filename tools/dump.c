@@ -1,0 +1,593 @@
+/*
+ * dump.c - kvfs-dump: look inside a kvfs image. The command table, argument
+ * checks, opening the image, and the commands that need no walk of the
+ * tree: summary and backup. tree, inode and keys are in dump_show.c; export
+ * in dump_export.c (directories) and dump_tar.c (tar archives).
+ *
+ *   kvfs-dump [-h|-V] IMAGE COMMAND [ARGS]
+ *
+ * Exit codes (fsck(8)'s): 0 done, 8 operational error (the image cannot be
+ * opened, is damaged where the command looked, or DEST cannot be written),
+ * 16 usage.
+ *
+ * summary prints "FIELD: VALUE" lines (the field padded to 16 columns):
+ * the superblock, record counts (inodes by type, dirent names and keys,
+ * data blocks, xattrs, orphans), the image's size and the map's pages in
+ * use, the data stored (file block bytes + symlink targets + xattr names
+ * and values) and the amplification, image size / data stored.
+ *
+ * Invariants:
+ *  1. Arguments are checked before the image is opened: a usage error is
+ *     exit 16 whatever IMAGE holds.
+ *  2. The image is opened read-only: no command writes to it, and every
+ *     command may run while the image is mounted (read transactions do not
+ *     block the daemon's writer).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dump.h"
+
+static int dump_backup(struct dump *d, const struct dump_args *a);
+
+static int parse_none(struct dump_args *a, int argc, char **argv);
+static int parse_path(struct dump_args *a, int argc, char **argv);
+static int parse_inode(struct dump_args *a, int argc, char **argv);
+static int parse_keys(struct dump_args *a, int argc, char **argv);
+static int parse_dest(struct dump_args *a, int argc, char **argv);
+
+/* One read transaction around run() (dump.h invariant 1); commands without
+ * it manage their own. */
+#define CMD_TXN 1
+
+static const struct dump_cmd {
+	const char *name, *args, *help;
+	int (*parse)(struct dump_args *a, int argc, char **argv);
+	int (*run)(struct dump *d, const struct dump_args *a);
+	unsigned flags;
+} commands[] = {
+	{"summary", "", "superblock, counts, space used against data stored", parse_none,
+	 dump_summary, 0},
+	{"tree", "[PATH]", "the directory tree with inode numbers, types and sizes", parse_path,
+	 dump_tree, CMD_TXN},
+	{"inode", "N|PATH", "one inode in full: attributes, names, blocks, xattrs", parse_inode,
+	 dump_inode, CMD_TXN},
+	{"keys", "DB [--hex]", "raw records of DB (meta inode dirent data xattr orphan)",
+	 parse_keys, dump_keys, CMD_TXN},
+	{"export", "DEST", "the tree into directory DEST (new or empty) or DEST.tar",
+	 parse_dest, dump_export, 0},
+	{"backup", "DEST", "a compacted, consistent copy of IMAGE in new file DEST",
+	 parse_dest, dump_backup, 0},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s [-h|-V] IMAGE COMMAND [ARGS]\n"
+		"Show what a kvfs image holds, export its tree, or back it up. IMAGE is\n"
+		"opened read-only and may be mounted.\n"
+		"\n"
+		"Commands:\n",
+		cli_prog);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-8s %-11s %s\n", commands[i].name, commands[i].args,
+			commands[i].help);
+	fprintf(f, "\n"
+		"  -h, --help     show this help and exit\n"
+		"  -V, --version  show the version and exit\n"
+		"\n"
+		"Every command reads one snapshot, so all of them, export and backup too,\n"
+		"may run while IMAGE is mounted and in use. export writes a pax tar archive\n"
+		"when DEST ends in .tar. Names are printed with control characters,\n"
+		"backslashes and invalid UTF-8 escaped (\\n, \\\\, \\xHH).\n"
+		"\n"
+		"Exit status: 0 done, 8 error (IMAGE unreadable or damaged where the\n"
+		"command looked, DEST not writable), 16 usage.\n");
+}
+
+/* ------------------------------------------------------------- parsing -- */
+
+static int parse_none(struct dump_args *a, int argc, char **argv)
+{
+	(void)a;
+	(void)argv;
+	if (argc > 0) {
+		cli_error("too many arguments");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_path(struct dump_args *a, int argc, char **argv)
+{
+	if (argc > 1) {
+		cli_error("too many arguments");
+		return -1;
+	}
+	a->path = argc ? argv[0] : "/";
+	if (a->path[0] != '/') {
+		cli_error("path '%s' must start with '/'", a->path);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_inode(struct dump_args *a, int argc, char **argv)
+{
+	char *end;
+
+	if (argc != 1) {
+		cli_error(argc ? "too many arguments" : "no inode given (a number or a /path)");
+		return -1;
+	}
+	if (argv[0][0] == '/') {
+		a->path = argv[0];
+		return 0;
+	}
+	errno = 0;
+	a->ino = strtoull(argv[0], &end, 10);
+	if (errno || end == argv[0] || *end || argv[0][0] == '-' || a->ino == 0) {
+		cli_error("invalid inode '%s' (a number from 1, or a path from /)", argv[0]);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_keys(struct dump_args *a, int argc, char **argv)
+{
+	const char *db = NULL;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--hex") == 0 || strcmp(argv[i], "-x") == 0) {
+			a->hex = 1;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			cli_error("unknown option '%s'", argv[i]);
+			return -1;
+		} else if (db) {
+			cli_error("too many arguments");
+			return -1;
+		} else {
+			db = argv[i];
+		}
+	}
+	if (!db) {
+		cli_error("no database given");
+		return -1;
+	}
+	if (kv_db_lookup(db, &a->db)) {
+		cli_error("no database '%s' (meta, inode, dirent, data, xattr, orphan)", db);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_dest(struct dump_args *a, int argc, char **argv)
+{
+	if (argc != 1 || !argv[0][0]) {
+		cli_error(argc > 1 ? "too many arguments" : "no destination given");
+		return -1;
+	}
+	a->dest = argv[0];
+	return 0;
+}
+
+/* ------------------------------------------------------------- helpers -- */
+
+void dump_error(struct dump *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->errors++;
+	fflush(stdout);
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", cli_prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+const char *dump_type_name(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return "dir";
+	case S_IFREG: return "file";
+	case S_IFLNK: return "symlink";
+	case S_IFIFO: return "fifo";
+	case S_IFCHR: return "chr";
+	case S_IFBLK: return "blk";
+	case S_IFSOCK: return "sock";
+	default: return "?";
+	}
+}
+
+int dump_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > KV_NAME_MAX || memchr(name, '/', len) || memchr(name, '\0', len))
+		return 0;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg)
+{
+	unsigned char key[8];
+	const void *k, *v;
+	size_t kl, vl;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, KV_DB_DIRENT, &it);
+	if (rc)
+		return rc;
+	kv_key_put_u64(key, dir);
+	rc = kv_iter_seek(it, key, sizeof(key));
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		struct kv_dirent de;
+		size_t off = 0;
+		int drc;
+
+		if (kl < 8 || kv_key_u64(k) != dir)
+			break;
+		if (kl != 16) {
+			dump_error(d, "directory %llu: malformed dirent key; skipped",
+				   (unsigned long long)dir);
+			continue;
+		}
+		while ((drc = kv_decode_dirent(v, vl, &off, &de, NULL)) == 0 &&
+		       (rc = fn(arg, &de)) == 0)
+			;
+		if (rc)
+			break;
+		if (drc < 0 || off == 0)
+			dump_error(d, "directory %llu: malformed dirent list (hash %#llx); skipped",
+				   (unsigned long long)dir,
+				   (unsigned long long)kv_key_u64((const char *)k + 8));
+	}
+	kv_iter_close(it);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
+{
+	uint64_t cur = KV_ROOT_INO;
+	struct kv_inode in;
+	struct kv_dirent de;
+	const char *p = path;
+	int rc;
+
+	while (*p) {
+		const char *end;
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		end = strchrnul(p, '/');
+		len = (size_t)(end - p);
+		if (len == 0)
+			break;
+		rc = kv_inode_get(d->t, cur, &in);
+		if (rc)
+			return rc;
+		if (!S_ISDIR(in.mode))
+			return -ENOTDIR;
+		if (len == 1 && p[0] == '.')
+			rc = 0;
+		else if (len == 2 && p[0] == '.' && p[1] == '.')
+			cur = in.parent ? in.parent : KV_ROOT_INO;
+		else if ((rc = kv_dirent_lookup(d->t, cur, p, len, &de)) == 0)
+			cur = de.ino;
+		if (rc)
+			return rc;
+		p = end;
+	}
+	*ino = cur;
+	return 0;
+}
+
+/* ------------------------------------------------------------- summary -- */
+
+struct counts {
+	uint64_t by_type[16]; /* (mode & S_IFMT) >> 12 */
+	uint64_t inodes, names, dirent_keys, blocks, xattrs, orphans;
+	uint64_t block_bytes, inline_bytes, xattr_bytes;
+};
+
+/* Walk one database, calling fn for each record; -EIO-style damage inside a
+ * record is fn's to report. */
+static int walk_db(struct dump *d, enum kv_db db, struct counts *c,
+		   void (*fn)(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			      const void *v, size_t vl))
+{
+	const void *k, *v;
+	size_t kl, vl;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, db, &it);
+	if (rc)
+		return rc;
+	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0)
+		fn(d, c, k, kl, v, vl);
+	kv_iter_close(it);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static void count_inode(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			const void *v, size_t vl)
+{
+	struct kv_inode in;
+
+	if (kl != 8 || kv_decode_inode(kv_key_u64(k), v, vl, &in)) {
+		dump_error(d, "malformed inode record (key of %zu bytes, value of %zu)", kl, vl);
+		return;
+	}
+	c->inodes++;
+	c->by_type[(in.mode & S_IFMT) >> 12]++;
+	c->inline_bytes += in.inline_len;
+}
+
+static void count_dirent(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			 const void *v, size_t vl)
+{
+	struct kv_dirent de;
+	size_t off = 0;
+	int rc;
+
+	c->dirent_keys++;
+	while ((rc = kv_decode_dirent(v, vl, &off, &de, NULL)) == 0)
+		c->names++;
+	if (rc < 0 || kl != 16)
+		dump_error(d, "malformed dirent record in directory %llu",
+			   kl >= 8 ? (unsigned long long)kv_key_u64(k) : 0ULL);
+}
+
+static void count_block(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			const void *v, size_t vl)
+{
+	(void)d;
+	(void)k;
+	(void)kl;
+	(void)v;
+	c->blocks++;
+	if (vl > 8)
+		c->block_bytes += vl - 8;
+}
+
+static void count_xattr(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			const void *v, size_t vl)
+{
+	(void)d;
+	(void)k;
+	(void)v;
+	c->xattrs++;
+	c->xattr_bytes += (kl > 8 ? kl - 8 : 0) + vl;
+}
+
+static void print_field(const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void print_field(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%-16s", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+static void print_summary(struct dump *d, const struct kv_usage *u, const struct counts *c)
+{
+	const uint64_t *t = c->by_type;
+	uint64_t stored = c->block_bytes + c->inline_bytes + c->xattr_bytes;
+	struct kv_super s;
+	char buf[64], b2[64];
+
+	kv_super_get(d->env, &s);
+	print_field("image:", "%s", d->image);
+	print_field("format version:", "%u", s.version);
+	cli_format_uuid(s.uuid, buf);
+	print_field("uuid:", "%s", buf);
+	printf("%-16s", "label:");
+	if (s.label[0]) {
+		putchar('\'');
+		cli_put_escaped(stdout, s.label, strlen(s.label));
+		puts("'");
+	} else {
+		puts("(none)");
+	}
+	print_field("block size:", "%u", s.block_size);
+	cli_format_time(s.created_ns, buf, sizeof(buf));
+	print_field("created:", "%s", buf);
+	print_field("inode counter:", "%llu", (unsigned long long)s.next_ino);
+	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx",
+		    (unsigned long long)s.feature_compat, (unsigned long long)s.feature_ro_compat,
+		    (unsigned long long)s.feature_incompat);
+	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
+		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
+		    (unsigned long long)t[S_IFDIR >> 12], (unsigned long long)t[S_IFREG >> 12],
+		    (unsigned long long)t[S_IFLNK >> 12], (unsigned long long)t[S_IFIFO >> 12],
+		    (unsigned long long)t[S_IFCHR >> 12], (unsigned long long)t[S_IFBLK >> 12],
+		    (unsigned long long)t[S_IFSOCK >> 12]);
+	print_field("dirents:", "%llu names in %llu keys", (unsigned long long)c->names,
+		    (unsigned long long)c->dirent_keys);
+	print_field("data blocks:", "%llu", (unsigned long long)c->blocks);
+	print_field("xattrs:", "%llu", (unsigned long long)c->xattrs);
+	print_field("orphans:", "%llu", (unsigned long long)c->orphans);
+	cli_format_bytes(u->file_bytes, buf, sizeof(buf));
+	print_field("image size:", "%llu bytes (%s)", (unsigned long long)u->file_bytes, buf);
+	cli_format_bytes(u->used_bytes, buf, sizeof(buf));
+	print_field("map used:", "%llu bytes (%s, pages of %u bytes)",
+		    (unsigned long long)u->used_bytes, buf, u->page_size);
+	cli_format_bytes(stored, b2, sizeof(b2));
+	print_field("data stored:", "%llu bytes (%s: file blocks %llu, inline %llu, xattrs %llu)",
+		    (unsigned long long)stored, b2, (unsigned long long)c->block_bytes,
+		    (unsigned long long)c->inline_bytes, (unsigned long long)c->xattr_bytes);
+	if (stored)
+		print_field("amplification:", "%.2f (image size / data stored)",
+			    (double)u->file_bytes / (double)stored);
+	else
+		print_field("amplification:", "- (no data stored)");
+}
+
+int dump_summary(struct dump *d, const struct dump_args *a)
+{
+	struct counts c = {0};
+	struct kv_usage u;
+	int rc;
+
+	(void)a;
+	/* its own read transaction: taken before ours, a moment earlier */
+	rc = kv_usage_get(d->env, &u);
+	if (rc) {
+		dump_error(d, "'%s': cannot read usage: %s", d->image, strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	rc = kv_read_begin(d->env, &d->t);
+	if (rc) {
+		dump_error(d, "'%s': %s", d->image, strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	rc = walk_db(d, KV_DB_INODE, &c, count_inode);
+	if (!rc)
+		rc = walk_db(d, KV_DB_DIRENT, &c, count_dirent);
+	if (!rc)
+		rc = walk_db(d, KV_DB_DATA, &c, count_block);
+	if (!rc)
+		rc = walk_db(d, KV_DB_XATTR, &c, count_xattr);
+	if (!rc)
+		rc = kv_db_count(d->t, KV_DB_ORPHAN, &c.orphans);
+	kv_read_end(d->t);
+	d->t = NULL;
+	if (rc) {
+		dump_error(d, "'%s': cannot read: %s", d->image, strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	print_summary(d, &u, &c);
+	return d->errors ? EXIT_OPERATIONAL : EXIT_OK;
+}
+
+/* -------------------------------------------------------------- backup -- */
+
+static int dump_backup(struct dump *d, const struct dump_args *a)
+{
+	struct kv_open_opts ro = {.readonly = 1};
+	kv_env *copy;
+	struct stat st;
+	char err[512], size[32];
+	int rc;
+
+	rc = kv_backup(d->env, a->dest, err, sizeof(err));
+	if (rc) {
+		dump_error(d, "%s", err);
+		return EXIT_OPERATIONAL;
+	}
+	/* a copy that does not open is no backup */
+	rc = kv_open(a->dest, &ro, &copy, err, sizeof(err));
+	if (rc) {
+		dump_error(d, "the backup does not open: %s", err);
+		return EXIT_OPERATIONAL;
+	}
+	kv_close(copy);
+	if (stat(a->dest, &st) != 0)
+		st.st_size = 0;
+	cli_format_bytes((uint64_t)st.st_size, size, sizeof(size));
+	printf("backed up '%s' to '%s' (%s)\n", d->image, a->dest, size);
+	return EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- main -- */
+
+static int run(const struct dump_cmd *cmd, const char *image, const struct dump_args *a)
+{
+	struct kv_open_opts ro = {.readonly = 1};
+	struct dump d = {.image = image};
+	char err[512];
+	int rc, code;
+
+	cli_crash_guard(image);
+	rc = kv_open(image, &ro, &d.env, err, sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		return EXIT_OPERATIONAL;
+	}
+	if (cmd->flags & CMD_TXN) {
+		rc = kv_read_begin(d.env, &d.t);
+		if (rc) {
+			cli_error("'%s': %s", image, strerror(-rc));
+			kv_close(d.env);
+			return EXIT_OPERATIONAL;
+		}
+	}
+	code = cmd->run(&d, a);
+	if (d.t)
+		kv_read_end(d.t);
+	kv_close(d.env);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error("cannot write the output: %s", strerror(errno));
+		code = EXIT_OPERATIONAL;
+	}
+	return code;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct dump_args a = {0};
+	const struct dump_cmd *cmd = NULL;
+	int c;
+
+	/* '+': options end at IMAGE; the rest belong to the command */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("kvfs-dump (kvfs) %s, image format %d\n", KVFS_VERSION,
+			       KV_FORMAT_VERSION);
+			return EXIT_OK;
+		default:
+			cli_error("unknown option '%s'", argv[optind - 1]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind < 2) {
+		cli_error(optind == argc ? "no image given" : "no command given");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(argv[optind + 1], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		cli_error("unknown command '%s'", argv[optind + 1]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (cmd->parse(&a, argc - optind - 2, argv + optind + 2)) {
+		fprintf(stderr, "usage: %s IMAGE %s %s\n", cli_prog, cmd->name, cmd->args);
+		return EXIT_USAGE;
+	}
+	return run(cmd, argv[optind], &a);
+}
+
+int main(int argc, char **argv)
+{
+	cli_init(argv[0]);
+	return cmd_dump(argc, argv);
+}

@@ -1,0 +1,61 @@
+/*
+ * dump.h - what the files of kvfs-dump share: the state of one run, the
+ * commands of the table in dump.c, and small helpers.
+ *
+ * Invariants:
+ *  1. Every command reads one snapshot: it runs inside a single read
+ *     transaction (d->t), so what it prints or exports is the image as of
+ *     one commit, even while a daemon writes to it.
+ *  2. Nothing read from the image is trusted: names, lengths and links are
+ *     checked before use, and damage is reported (d->errors) and skipped,
+ *     never a crash.
+ *  3. Nothing read from the image reaches the terminal unescaped
+ *     (cli_put_escaped).
+ */
+#ifndef KVFS_DUMP_H
+#define KVFS_DUMP_H
+
+#include <stdint.h>
+
+#include "kv.h"
+
+struct dump {
+	const char *image;
+	kv_env *env;
+	kv_txn *t; /* the command's read transaction, when it has one */
+	unsigned errors;
+};
+
+/* The arguments of a command, checked before the image is opened. */
+struct dump_args {
+	const char *path;  /* tree, inode: a path ("/..."); NULL: none given */
+	uint64_t ino;      /* inode: a number, when path is NULL */
+	enum kv_db db;     /* keys */
+	int hex;           /* keys --hex */
+	const char *dest;  /* export, backup */
+};
+
+/* Commands: each returns an exit code (EXIT_OK or EXIT_OPERATIONAL). */
+int dump_summary(struct dump *d, const struct dump_args *a);
+int dump_tree(struct dump *d, const struct dump_args *a);
+int dump_inode(struct dump *d, const struct dump_args *a);
+int dump_keys(struct dump *d, const struct dump_args *a);
+int dump_export(struct dump *d, const struct dump_args *a);
+
+/* Report damage or a failure (d->errors counts them): "PROG: message". */
+void dump_error(struct dump *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The inode a path ("/", "/a/b") names. -ENOENT, -ENOTDIR, or an error. */
+int dump_resolve(struct dump *d, const char *path, uint64_t *ino);
+/* Call fn for each entry of directory dir, in key order, read from its raw
+ * dirent records: a malformed record is reported and skipped, so damage
+ * hides only the names it holds. fn returns nonzero to stop. Returns 0,
+ * fn's value, or an error reading the image. */
+typedef int (*dump_dirent_fn)(void *arg, const struct kv_dirent *de);
+int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg);
+/* "dir", "file", "symlink", "fifo", "chr", "blk", "sock" or "?". */
+const char *dump_type_name(uint32_t mode);
+/* A name that can be created in a directory: 1-255 bytes, no '/' or NUL,
+ * not "." or "..". */
+int dump_name_ok(const char *name, size_t len);
+
+#endif

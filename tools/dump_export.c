@@ -1,0 +1,653 @@
+/*
+ * dump_export.c - kvfs-dump export: the walk of the whole tree in one read
+ * transaction (a consistent snapshot, safe while the image is mounted), and
+ * the sink that recreates it in a directory. dump_tar.c holds the tar sink.
+ *
+ * The directory sink recreates contents, modes, owners (when run as root),
+ * times to the nanosecond, symlinks, hard links, extended attributes, device
+ * nodes, FIFOs and sockets. Files are written sparse: stored blocks are
+ * written, and within them whole 4 KiB pages of zeros are skipped, so holes
+ * stay holes. Attributes are set in the order that keeps them: contents,
+ * owner (which clears set-ID bits), xattrs, mode, and times last; a
+ * directory's times after its entries are made.
+ *
+ * On a mounted image the snapshot's pages stay pinned until the export
+ * ends, so the image grows by what the daemon rewrites meanwhile; the
+ * daemon's writer never waits for the export.
+ *
+ * Invariants:
+ *  1. Names from the image are checked before use (dump_name_ok): nothing is
+ *     created outside DEST, whatever the image holds.
+ *  2. Every file is made with O_EXCL and O_NOFOLLOW relative to its parent
+ *     directory's descriptor: an export never writes through a link.
+ *  3. A directory is exported at most once (a second name or a loop in a
+ *     damaged image is reported, not followed), so the walk ends.
+ *  4. A failure at one entry is reported and the export goes on; the exit
+ *     code says whether any happened.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dump_export.h"
+#include "inomap.h"
+
+#define DEPTH_MAX 4096
+#define PAGE 4096
+#define WBUF_SIZE (1 << 20)
+
+/* ------------------------------------------------------------- helpers -- */
+
+void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	x->d->errors++;
+	fflush(stdout);
+	fprintf(stderr, "%s: '", cli_prog);
+	if (e)
+		cli_put_escaped(stderr, e->path, strlen(e->path));
+	else
+		cli_put_escaped(stderr, x->dest, strlen(x->dest));
+	fputs("': ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+		void *arg)
+{
+	const uint64_t bs = kv_block_size(x->d->env), ino = e->in->ino, size = e->in->size;
+	unsigned char key[8];
+	const void *k, *v;
+	size_t kl, vl, len;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(x->d->t, KV_DB_DATA, &it);
+	if (rc)
+		return rc;
+	kv_key_put_u64(key, ino);
+	rc = kv_iter_seek(it, key, sizeof(key));
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		uint64_t idx, off;
+
+		if (kl < 8 || kv_key_u64(k) != ino)
+			break;
+		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
+		if (idx >= size / bs + 1 || idx * bs >= size)
+			break; /* no stored byte lies past the size (FORMAT.md) */
+		if (kl != 16 || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
+			if (report)
+				export_error(x, e, "block %llu fails its checksum; exported as zeros",
+					     (unsigned long long)idx);
+			continue;
+		}
+		off = idx * bs;
+		if (len > size - off)
+			len = (size_t)(size - off);
+		rc = fn(arg, off, v, len);
+	}
+	kv_iter_close(it);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int export_xattrs(struct export *x, const struct xent *e, export_xattr_fn fn, void *arg)
+{
+	char name[KV_XATTR_NAME_MAX + 1];
+	unsigned char key[8];
+	const void *k, *v;
+	size_t kl, vl;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(x->d->t, KV_DB_XATTR, &it);
+	if (rc)
+		return rc;
+	kv_key_put_u64(key, e->in->ino);
+	rc = kv_iter_seek(it, key, sizeof(key));
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		if (kl < 8 || kv_key_u64(k) != e->in->ino)
+			break;
+		if (kl == 8 || kl - 8 > KV_XATTR_NAME_MAX || memchr((const char *)k + 8, 0, kl - 8)) {
+			export_error(x, e, "malformed xattr name; skipped");
+			continue;
+		}
+		memcpy(name, (const char *)k + 8, kl - 8);
+		name[kl - 8] = '\0';
+		rc = fn(arg, name, v, vl);
+	}
+	kv_iter_close(it);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* ---------------------------------------------------------------- walk -- */
+
+struct walk {
+	struct export *x;
+	struct inomap dirs;  /* directories exported */
+	struct inomap links; /* inodes with several names: the path of the first */
+};
+
+static int path_push(struct export *x, const char *name, size_t len)
+{
+	size_t need = x->pathlen + 1 + len + 1;
+
+	if (need > x->pathcap) {
+		size_t cap = need * 2;
+		char *p = realloc(x->path, cap);
+		if (!p)
+			return -ENOMEM;
+		x->path = p;
+		x->pathcap = cap;
+	}
+	if (x->pathlen)
+		x->path[x->pathlen++] = '/';
+	memcpy(x->path + x->pathlen, name, len);
+	x->pathlen += len;
+	x->path[x->pathlen] = '\0';
+	return 0;
+}
+
+static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth);
+
+static void walk_one(struct walk *w, const struct xent *e, int depth)
+{
+	struct export *x = w->x;
+	const struct kv_inode *in = e->in;
+	struct inomap_ent *m;
+	int added;
+
+	if (S_ISDIR(in->mode)) {
+		if (inomap_put(&w->dirs, in->ino, 0, &m, &added)) {
+			export_error(x, e, "out of memory");
+			x->fatal = 1;
+			return;
+		}
+		if (!added) {
+			export_error(x, e, "directory %llu has another name (or loops); not "
+				     "exported again", (unsigned long long)in->ino);
+			return;
+		}
+		if (depth >= DEPTH_MAX) {
+			export_error(x, e, "deeper than %d levels; not exported", DEPTH_MAX);
+			return;
+		}
+		if (x->sink->entry(x, e) != 0)
+			return;
+		x->inodes++;
+		walk_dir(w, in, depth + 1);
+		{
+			/* the walk below may have moved the path buffer */
+			struct xent done = *e;
+			done.path = x->pathlen ? x->path : ".";
+			x->sink->dir_done(x, &done);
+		}
+		return;
+	}
+	if (in->nlink > 1) {
+		if (inomap_put(&w->links, in->ino, 0, &m, &added)) {
+			export_error(x, e, "out of memory");
+			x->fatal = 1;
+			return;
+		}
+		if (m->str) {
+			struct xent l = *e;
+			l.link_to = m->str;
+			x->sink->entry(x, &l);
+			return;
+		}
+	}
+	if (x->sink->entry(x, e) != 0)
+		return;
+	x->inodes++;
+	if (S_ISREG(in->mode))
+		x->bytes += in->size;
+	/* later names link to this one (no memory: they become copies) */
+	if (in->nlink > 1 && (m = inomap_get(&w->links, in->ino, 0)) != NULL)
+		m->str = strdup(e->path);
+}
+
+struct walk_level {
+	struct walk *w;
+	int depth;
+};
+
+static int walk_entry(void *arg, const struct kv_dirent *de)
+{
+	struct walk_level *lv = arg;
+	struct export *x = lv->w->x;
+	char name[KV_NAME_MAX + 1];
+	struct xent e = {.name = name};
+	struct kv_inode in;
+	size_t mark = x->pathlen;
+	int rc;
+
+	if (x->fatal)
+		return 1;
+	if (!dump_name_ok(de->name, de->namelen)) {
+		struct xent p = {.path = x->pathlen ? x->path : "."};
+		fflush(stdout);
+		fprintf(stderr, "%s: '", cli_prog);
+		cli_put_escaped(stderr, p.path, strlen(p.path));
+		fputs("': an entry with an impossible name ('", stderr);
+		cli_put_escaped(stderr, de->name, de->namelen);
+		fputs("'); skipped\n", stderr);
+		x->d->errors++;
+		return 0;
+	}
+	memcpy(name, de->name, de->namelen);
+	name[de->namelen] = '\0';
+	if (path_push(x, name, de->namelen)) {
+		x->fatal = 1;
+		return 1;
+	}
+	e.path = x->path;
+	rc = kv_inode_get(x->d->t, de->ino, &in);
+	if (rc) {
+		export_error(x, &e, "inode %llu: %s; skipped", (unsigned long long)de->ino,
+			     rc == -ENOENT ? "missing" : strerror(-rc));
+	} else {
+		e.in = &in;
+		walk_one(lv->w, &e, lv->depth);
+	}
+	x->pathlen = mark;
+	x->path[mark] = '\0';
+	return 0;
+}
+
+static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
+{
+	struct walk_level lv = {w, depth};
+	struct export *x = w->x;
+	int rc = dump_dir_each(x->d, dir->ino, walk_entry, &lv);
+
+	if (rc < 0 && !x->fatal) {
+		struct xent p = {.path = x->pathlen ? x->path : "."};
+		export_error(x, &p, "cannot list: %s", strerror(-rc));
+	}
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+int dump_export(struct dump *d, const struct dump_args *a)
+{
+	struct export x = {.d = d, .dest = a->dest, .as_root = geteuid() == 0};
+	struct walk w = {.x = &x};
+	struct kv_inode root;
+	struct xent e = {.path = ".", .name = ".", .in = &root};
+	char size[32];
+	int rc;
+
+	x.sink = ends_with(a->dest, ".tar") ? &export_tar_sink : &export_dir_sink;
+	inomap_init(&w.dirs);
+	inomap_init(&w.links);
+	/* one read transaction for the whole walk: one snapshot */
+	rc = kv_read_begin(d->env, &d->t);
+	if (!rc)
+		rc = kv_inode_get(d->t, KV_ROOT_INO, &root);
+	if (rc) {
+		dump_error(d, "'%s': cannot read the root directory: %s", d->image, strerror(-rc));
+		goto out;
+	}
+	if (!S_ISDIR(root.mode)) {
+		dump_error(d, "'%s': the root inode is not a directory", d->image);
+		goto out;
+	}
+	if (x.sink->open(&x) != 0)
+		goto out;
+	walk_one(&w, &e, 0);
+	rc = x.sink->close(&x);
+	if (rc == 0 && !x.fatal) {
+		cli_format_bytes(x.bytes, size, sizeof(size));
+		printf("exported %llu inodes (%s of file data) to '%s'%s\n",
+		       (unsigned long long)x.inodes, size, a->dest,
+		       d->errors ? ", with errors" : "");
+	}
+out:
+	inomap_release(&w.dirs);
+	inomap_release(&w.links);
+	free(x.path);
+	return d->errors || x.fatal ? EXIT_OPERATIONAL : EXIT_OK;
+}
+
+/* ------------------------------------------------------ directory sink -- */
+
+struct dirsink {
+	int *fds;          /* open directories from DEST down to the current one */
+	int nfds, capfds;
+	int have_proc;     /* /proc/self/fd reaches entries that cannot be opened */
+	unsigned char *buf; /* file data waiting to be written */
+	uint64_t buf_off;
+	size_t buf_len;
+	int fd;            /* the file being written */
+};
+
+static int dir_open(struct export *x)
+{
+	struct dirsink *s = calloc(1, sizeof(*s));
+	struct dirent *de;
+	DIR *dir;
+	int fd = -1, empty = 1;
+
+	if (!s || !(s->buf = malloc(WBUF_SIZE)) || !(s->fds = malloc(16 * sizeof(int)))) {
+		export_error(x, NULL, "out of memory");
+		goto free_sink;
+	}
+	s->capfds = 16;
+	s->have_proc = access("/proc/self/fd", X_OK) == 0;
+	if (mkdir(x->dest, 0700) != 0 && errno != EEXIST) {
+		export_error(x, NULL, "cannot create: %s", strerror(errno));
+		goto free_sink;
+	}
+	fd = open(x->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		export_error(x, NULL, "%s", errno == ENOTDIR ? "exists and is not a directory"
+							  : strerror(errno));
+		goto free_sink;
+	}
+	dir = fdopendir(dup(fd));
+	if (!dir) {
+		export_error(x, NULL, "cannot read: %s", strerror(errno));
+		goto close_fd;
+	}
+	while ((de = readdir(dir)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = 0;
+	closedir(dir);
+	if (!empty) {
+		export_error(x, NULL, "exists and is not empty");
+		goto close_fd;
+	}
+	s->fds[s->nfds++] = fd;
+	x->priv = s;
+	return 0;
+
+close_fd:
+	close(fd);
+free_sink:
+	if (s) {
+		free(s->fds);
+		free(s->buf);
+	}
+	free(s);
+	return -1;
+}
+
+/* A path that reaches entry name of directory fd without following a
+ * final symlink: for the l*xattr calls, which take no descriptor. */
+static const char *entry_path(struct export *x, int dirfd, const char *name, char *buf,
+			      size_t len)
+{
+	struct dirsink *s = x->priv;
+
+	if (s->have_proc) {
+		snprintf(buf, len, "/proc/self/fd/%d/%s", dirfd, name);
+		return buf;
+	}
+	snprintf(buf, len, "%s/%s", x->dest, x->path);
+	return buf;
+}
+
+struct xattr_target {
+	struct export *x;
+	const struct xent *e;
+	int fd;           /* >= 0: fsetxattr */
+	const char *path; /* else lsetxattr */
+};
+
+static int set_one_xattr(void *arg, const char *name, const void *val, size_t len)
+{
+	struct xattr_target *t = arg;
+	int rc = t->fd >= 0 ? fsetxattr(t->fd, name, val, len, 0)
+			    : lsetxattr(t->path, name, val, len, 0);
+
+	if (rc != 0)
+		export_error(t->x, t->e, "cannot set xattr '%s': %s", name, strerror(errno));
+	return 0;
+}
+
+/* Owner, xattrs, mode and times of an entry made already: through fd when
+ * it is open (regular files, directories), else by name in dirfd. */
+static void set_attrs(struct export *x, const struct xent *e, int fd, int dirfd)
+{
+	const struct kv_inode *in = e->in;
+	struct timespec ts[2] = {{in->atime_ns / 1000000000, in->atime_ns % 1000000000},
+				 {in->mtime_ns / 1000000000, in->mtime_ns % 1000000000}};
+	struct xattr_target t = {.x = x, .e = e, .fd = fd};
+	char pbuf[PATH_MAX + 64];
+	int rc;
+
+	for (int i = 0; i < 2; i++)
+		if (ts[i].tv_nsec < 0)
+			ts[i].tv_nsec += 1000000000, ts[i].tv_sec--;
+	if (x->as_root) {
+		rc = fd >= 0 ? fchown(fd, in->uid, in->gid)
+			     : fchownat(dirfd, e->name, in->uid, in->gid, AT_SYMLINK_NOFOLLOW);
+		if (rc)
+			export_error(x, e, "cannot set the owner: %s", strerror(errno));
+	}
+	if (fd < 0)
+		t.path = entry_path(x, dirfd, e->name, pbuf, sizeof(pbuf));
+	rc = export_xattrs(x, e, set_one_xattr, &t);
+	if (rc)
+		export_error(x, e, "cannot read xattrs: %s", strerror(-rc));
+	if (!S_ISLNK(in->mode)) {
+		rc = fd >= 0 ? fchmod(fd, in->mode & 07777)
+			     : fchmodat(dirfd, e->name, in->mode & 07777, 0);
+		if (rc)
+			export_error(x, e, "cannot set the mode: %s", strerror(errno));
+	}
+	rc = fd >= 0 ? futimens(fd, ts) : utimensat(dirfd, e->name, ts, AT_SYMLINK_NOFOLLOW);
+	if (rc)
+		export_error(x, e, "cannot set the times: %s", strerror(errno));
+}
+
+static int is_zero(const unsigned char *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* Write the buffered bytes, leaving out whole file pages of zeros. */
+static int buf_flush(struct dirsink *s)
+{
+	size_t i = 0;
+
+	while (i < s->buf_len) {
+		uint64_t off = s->buf_off + i;
+		size_t page = PAGE - (size_t)(off % PAGE), run = 0;
+
+		if (page > s->buf_len - i)
+			page = s->buf_len - i;
+		if (is_zero(s->buf + i, page)) {
+			i += page;
+			continue;
+		}
+		/* a run of pages holding data */
+		while (i + run < s->buf_len) {
+			size_t p = PAGE - (size_t)((off + run) % PAGE);
+			if (p > s->buf_len - i - run)
+				p = s->buf_len - i - run;
+			if (run && is_zero(s->buf + i + run, p))
+				break;
+			run += p;
+		}
+		for (size_t done = 0; done < run;) {
+			ssize_t n = pwrite(s->fd, s->buf + i + done, run - done,
+					   (off_t)(off + done));
+			if (n < 0)
+				return -errno;
+			done += (size_t)n;
+		}
+		i += run;
+	}
+	s->buf_len = 0;
+	return 0;
+}
+
+static int buf_add(void *arg, uint64_t off, const void *data, size_t len)
+{
+	struct dirsink *s = arg;
+	int rc;
+
+	if (s->buf_len && (off != s->buf_off + s->buf_len || s->buf_len + len > WBUF_SIZE)) {
+		rc = buf_flush(s);
+		if (rc)
+			return rc;
+	}
+	if (!s->buf_len)
+		s->buf_off = off;
+	memcpy(s->buf + s->buf_len, data, len);
+	s->buf_len += len;
+	return 0;
+}
+
+static int dir_file(struct export *x, const struct xent *e, int dirfd)
+{
+	struct dirsink *s = x->priv;
+	int rc;
+
+	s->fd = openat(dirfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (s->fd < 0) {
+		export_error(x, e, "cannot create: %s", strerror(errno));
+		return -1;
+	}
+	s->buf_len = 0;
+	rc = export_data(x, e, 1, buf_add, s);
+	if (rc == 0)
+		rc = buf_flush(s);
+	if (rc == 0 && ftruncate(s->fd, (off_t)e->in->size) != 0)
+		rc = -errno;
+	if (rc) {
+		export_error(x, e, "cannot write: %s", strerror(-rc));
+		if (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS)
+			x->fatal = 1;
+	}
+	set_attrs(x, e, s->fd, dirfd);
+	if (close(s->fd) != 0 && !rc) {
+		export_error(x, e, "cannot write: %s", strerror(errno));
+		rc = -1;
+	}
+	return rc ? -1 : 0;
+}
+
+static int dir_push(struct export *x, const struct xent *e, int dirfd)
+{
+	struct dirsink *s = x->priv;
+	int fd;
+
+	if (mkdirat(dirfd, e->name, 0700) != 0) {
+		export_error(x, e, "cannot create: %s", strerror(errno));
+		return -1;
+	}
+	fd = openat(dirfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		export_error(x, e, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	if (s->nfds == s->capfds) {
+		int *n = realloc(s->fds, (size_t)s->capfds * 2 * sizeof(int));
+		if (!n) {
+			close(fd);
+			x->fatal = 1;
+			return -1;
+		}
+		s->fds = n;
+		s->capfds *= 2;
+	}
+	s->fds[s->nfds++] = fd;
+	return 0;
+}
+
+static int dir_entry(struct export *x, const struct xent *e)
+{
+	struct dirsink *s = x->priv;
+	const struct kv_inode *in = e->in;
+	int dirfd = s->fds[s->nfds - 1];
+	char target[KV_SYMLINK_MAX + 1];
+
+	if (e->link_to) {
+		if (linkat(s->fds[0], e->link_to, dirfd, e->name, 0) == 0)
+			return 0;
+		export_error(x, e, "cannot link to '%s': %s", e->link_to, strerror(errno));
+		return -1;
+	}
+	if (in->ino == KV_ROOT_INO && strcmp(e->path, ".") == 0)
+		return 0; /* DEST itself: its attributes are set when it is done */
+	switch (in->mode & S_IFMT) {
+	case S_IFDIR:
+		return dir_push(x, e, dirfd);
+	case S_IFREG:
+		return dir_file(x, e, dirfd);
+	case S_IFLNK:
+		if (in->inline_len == 0 || memchr(in->inline_data, 0, in->inline_len)) {
+			export_error(x, e, "symlink target is empty or holds a NUL byte; skipped");
+			return -1;
+		}
+		memcpy(target, in->inline_data, in->inline_len);
+		target[in->inline_len] = '\0';
+		if (symlinkat(target, dirfd, e->name) != 0) {
+			export_error(x, e, "cannot create: %s", strerror(errno));
+			return -1;
+		}
+		break;
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		if (mknodat(dirfd, e->name, (in->mode & S_IFMT) | 0600, (dev_t)in->rdev) != 0) {
+			export_error(x, e, "cannot create: %s", strerror(errno));
+			return -1;
+		}
+		break;
+	default:
+		export_error(x, e, "unknown file type %#o; skipped", in->mode & S_IFMT);
+		return -1;
+	}
+	set_attrs(x, e, -1, dirfd);
+	return 0;
+}
+
+static void dir_done(struct export *x, const struct xent *e)
+{
+	struct dirsink *s = x->priv;
+	int fd = s->fds[s->nfds - 1];
+
+	set_attrs(x, e, fd, -1);
+	if (s->nfds > 1) {
+		close(fd);
+		s->nfds--;
+	}
+}
+
+static int dir_close(struct export *x)
+{
+	struct dirsink *s = x->priv;
+
+	for (int i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	free(s->fds);
+	free(s->buf);
+	free(s);
+	x->priv = NULL;
+	return 0;
+}
+
+const struct xsink export_dir_sink = {
+	.open = dir_open, .entry = dir_entry, .dir_done = dir_done, .close = dir_close,
+};

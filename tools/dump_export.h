@@ -1,0 +1,71 @@
+/*
+ * dump_export.h - the export walk (dump_export.c) and its two sinks: a
+ * directory (dump_export.c) and a pax tar archive (dump_tar.c).
+ *
+ * The walk visits every inode reachable from the root once, in one read
+ * transaction: directories before their entries (entry) and again after
+ * them (dir_done); a further name of an inode already exported arrives with
+ * link_to set to the path it was exported at.
+ */
+#ifndef KVFS_DUMP_EXPORT_H
+#define KVFS_DUMP_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dump.h"
+
+struct export;
+
+struct xent {
+	const char *path;          /* from the export root: "." for the root, else "a/b" */
+	const char *name;          /* the last component, NUL-terminated ("." for the root) */
+	const struct kv_inode *in;
+	const char *link_to;       /* a further name of the inode exported at this path */
+};
+
+struct xsink {
+	/* Create DEST; -1 when it cannot be (reported). */
+	int (*open)(struct export *x);
+	/* Export one entry; for a directory, before its entries. Nonzero: not
+	 * exported (reported); a directory's entries are then skipped. */
+	int (*entry)(struct export *x, const struct xent *e);
+	/* A directory's entries are done (its times can be set now). */
+	void (*dir_done)(struct export *x, const struct xent *e);
+	/* Finish DEST; -1 on failure (reported). */
+	int (*close)(struct export *x);
+};
+
+struct export {
+	struct dump *d;
+	const char *dest;
+	const struct xsink *sink;
+	void *priv;       /* the sink's */
+	int fatal;        /* DEST cannot be written any more: stop */
+	int as_root;      /* may set owners and make device nodes */
+	uint64_t inodes;  /* exported inodes */
+	uint64_t bytes;   /* file bytes exported */
+	char *path;       /* the current entry's path */
+	size_t pathlen, pathcap;
+};
+
+extern const struct xsink export_dir_sink, export_tar_sink;
+
+/* Report a failure at entry e: "PROG: 'PATH': message" (the path escaped). */
+void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+typedef int (*export_data_fn)(void *arg, uint64_t off, const void *data, size_t len);
+/* Call fn for each stored block of a regular file, in order, clipped to the
+ * file's size. A block failing its checksum is reported (when report is
+ * set), counted, and skipped: it reads as zeros. Returns 0, fn's nonzero
+ * result, or an error reading the image. */
+int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+		void *arg);
+
+typedef int (*export_xattr_fn)(void *arg, const char *name, const void *val, size_t len);
+/* Call fn for each extended attribute of e (name NUL-terminated). A name
+ * that cannot be set (empty, too long, with a NUL) is reported and skipped. */
+int export_xattrs(struct export *x, const struct xent *e, export_xattr_fn fn, void *arg);
+
+#endif

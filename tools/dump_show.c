@@ -1,0 +1,566 @@
+/*
+ * dump_show.c - kvfs-dump's views of an image: tree (the directory tree),
+ * inode (one inode in full) and keys (the raw records of one database).
+ *
+ * Output formats (one record per line; names escaped, dump.h invariant 3):
+ *   tree:  INO TYPE SIZE  NAME, NAME indented two spaces per level, "/" after
+ *          directories, " -> TARGET" after symlinks, " [links N]" after other
+ *          inodes with several names; SIZE is MAJOR:MINOR for devices and
+ *          the number of entries for directories. Entries sorted by name.
+ *   inode: "FIELD: VALUE" lines, then "name:", "block:" and "xattr:" lines
+ *          and their counts.
+ *   keys:  decoded, one line per record (per entry for dirent lists), the
+ *          key's fields first; with --hex "KEYHEX VALUEHEX" ("-": empty).
+ *
+ * Invariants:
+ *  1. The tree walk never follows a directory already on the current path,
+ *     so a damaged image whose directories loop still ends.
+ *  2. Damage (a missing inode, a malformed record, a bad checksum) is
+ *     reported and the walk goes on; the exit code says so.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "cli.h"
+#include "dump.h"
+#include "inomap.h"
+
+#define DEPTH_MAX 4096
+
+/* ---------------------------------------------------------------- tree -- */
+
+struct child {
+	const char *name; /* into the map */
+	uint8_t len;
+	uint64_t ino;
+};
+
+static int child_cmp(const void *a, const void *b)
+{
+	const struct child *x = a, *y = b;
+	int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+
+	return c ? c : (int)x->len - (int)y->len;
+}
+
+struct child_list {
+	struct child *v;
+	size_t n, cap;
+};
+
+static int add_child(void *arg, const struct kv_dirent *de)
+{
+	struct child_list *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct child *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = (struct child){de->name, de->namelen, de->ino};
+	return 0;
+}
+
+/* The entries of directory ino, sorted by name (l->v is malloc'd); on an
+ * error, those read before it. */
+static int list_dir(struct dump *d, uint64_t ino, struct child_list *l)
+{
+	int rc = dump_dir_each(d, ino, add_child, l);
+
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), child_cmp);
+	return rc;
+}
+
+static void tree_line(const struct kv_inode *in, int depth, const char *name, size_t len)
+{
+	char size[32];
+
+	if (S_ISCHR(in->mode) || S_ISBLK(in->mode))
+		snprintf(size, sizeof(size), "%u:%u", major((dev_t)in->rdev),
+			 minor((dev_t)in->rdev));
+	else
+		snprintf(size, sizeof(size), "%llu",
+			 (unsigned long long)(S_ISLNK(in->mode) ? in->inline_len : in->size));
+	printf("%10llu %-7s %12s  %*s", (unsigned long long)in->ino, dump_type_name(in->mode),
+	       size, depth * 2, "");
+	cli_put_escaped(stdout, name, len);
+	if (S_ISDIR(in->mode) && !(len == 1 && name[0] == '/'))
+		putchar('/');
+	if (S_ISLNK(in->mode)) {
+		fputs(" -> ", stdout);
+		cli_put_escaped(stdout, in->inline_data, in->inline_len);
+	}
+	if (!S_ISDIR(in->mode) && in->nlink > 1)
+		printf(" [links %u]", in->nlink);
+	putchar('\n');
+}
+
+static void tree_dir(struct dump *d, struct inomap *onpath, uint64_t ino, int depth)
+{
+	struct child_list l = {0};
+	struct inomap_ent *e;
+	int added, rc;
+
+	if (depth >= DEPTH_MAX) {
+		dump_error(d, "directory %llu: deeper than %d levels, not listed",
+			   (unsigned long long)ino, DEPTH_MAX);
+		return;
+	}
+	if (inomap_put(onpath, ino, 0, &e, &added)) {
+		dump_error(d, "out of memory");
+		return;
+	}
+	if (!added && e->val) {
+		dump_error(d, "directory %llu: contains itself (a loop), not listed again",
+			   (unsigned long long)ino);
+		return;
+	}
+	e->val = 1;
+	rc = list_dir(d, ino, &l);
+	if (rc)
+		dump_error(d, "directory %llu: cannot list: %s", (unsigned long long)ino,
+			   strerror(-rc));
+	for (size_t i = 0; i < l.n; i++) {
+		const struct child *v = l.v;
+		struct kv_inode in;
+
+		rc = kv_inode_get(d->t, v[i].ino, &in);
+		if (rc) {
+			fflush(stdout);
+			fprintf(stderr, "%s: directory %llu: entry '", cli_prog,
+				(unsigned long long)ino);
+			cli_put_escaped(stderr, v[i].name, v[i].len);
+			fprintf(stderr, "': inode %llu: %s\n", (unsigned long long)v[i].ino,
+				rc == -ENOENT ? "missing" : strerror(-rc));
+			d->errors++;
+			continue;
+		}
+		tree_line(&in, depth + 1, v[i].name, v[i].len);
+		if (S_ISDIR(in.mode))
+			tree_dir(d, onpath, in.ino, depth + 1);
+	}
+	free(l.v);
+	/* the map may have grown: look the entry up again */
+	e = inomap_get(onpath, ino, 0);
+	if (e)
+		e->val = 0;
+}
+
+int dump_tree(struct dump *d, const struct dump_args *a)
+{
+	struct inomap onpath;
+	struct kv_inode in;
+	uint64_t ino;
+	int rc;
+
+	rc = dump_resolve(d, a->path, &ino);
+	if (!rc)
+		rc = kv_inode_get(d->t, ino, &in);
+	if (rc) {
+		dump_error(d, "'%s': %s", a->path, strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	tree_line(&in, 0, a->path, strlen(a->path));
+	if (S_ISDIR(in.mode)) {
+		inomap_init(&onpath);
+		tree_dir(d, &onpath, ino, 0);
+		inomap_release(&onpath);
+	}
+	return d->errors ? EXIT_OPERATIONAL : EXIT_OK;
+}
+
+/* --------------------------------------------------------------- inode -- */
+
+struct name_of {
+	uint64_t ino;
+	int found;
+	struct kv_dirent de;
+};
+
+static int find_name(void *arg, const struct kv_dirent *de)
+{
+	struct name_of *f = arg;
+
+	if (de->ino != f->ino)
+		return 0;
+	f->found = 1;
+	f->de = *de;
+	return 1;
+}
+
+/* Print the path of directory dir from the root, by its parent links and
+ * the names its parents hold for it; "?INO" stands for a part that cannot
+ * be followed (damage, a loop, or more than PATH_LEVELS levels). */
+#define PATH_LEVELS 256
+static void put_dir_path(struct dump *d, uint64_t dir)
+{
+	uint64_t chain[PATH_LEVELS], parent[PATH_LEVELS];
+	struct kv_inode in;
+	int n = 0;
+
+	while (dir != KV_ROOT_INO) {
+		if (n == PATH_LEVELS || kv_inode_get(d->t, dir, &in) || !in.parent ||
+		    in.parent == dir) {
+			printf("?%llu", (unsigned long long)dir);
+			break;
+		}
+		chain[n] = dir;
+		parent[n++] = in.parent;
+		dir = in.parent;
+	}
+	while (n-- > 0) {
+		struct name_of f = {.ino = chain[n]};
+
+		dump_dir_each(d, parent[n], find_name, &f);
+		putchar('/');
+		if (f.found)
+			cli_put_escaped(stdout, f.de.name, f.de.namelen);
+		else
+			printf("?%llu", (unsigned long long)chain[n]);
+	}
+}
+
+static int inode_names(struct dump *d, uint64_t ino)
+{
+	const void *k, *v;
+	size_t kl, vl;
+	uint64_t count = 0;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, KV_DB_DIRENT, &it);
+	if (rc)
+		return rc;
+	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		struct kv_dirent de;
+		size_t off = 0;
+		uint8_t slot;
+
+		if (kl != 16)
+			continue; /* keys reports it */
+		while (kv_decode_dirent(v, vl, &off, &de, &slot) == 0) {
+			uint64_t dir = kv_key_u64(k);
+			if (de.ino != ino)
+				continue;
+			count++;
+			printf("name:           ");
+			if (dir != KV_ROOT_INO)
+				put_dir_path(d, dir);
+			putchar('/');
+			cli_put_escaped(stdout, de.name, de.namelen);
+			printf(" (directory %llu, slot %u)\n", (unsigned long long)dir, slot);
+		}
+	}
+	kv_iter_close(it);
+	printf("names:          %llu\n", (unsigned long long)count);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int inode_blocks(struct dump *d, const struct kv_inode *in)
+{
+	uint32_t bs = kv_block_size(d->env);
+	unsigned char key[8];
+	const void *k, *v;
+	size_t kl, vl, len;
+	uint64_t count = 0, bad = 0;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, KV_DB_DATA, &it);
+	if (rc)
+		return rc;
+	kv_key_put_u64(key, in->ino);
+	rc = kv_iter_seek(it, key, sizeof(key));
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		uint64_t idx;
+		if (kl < 8 || kv_key_u64(k) != in->ino)
+			break;
+		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
+		count++;
+		if (kl != 16 || kv_check_block(d->env, in->ino, idx, v, vl, &len)) {
+			bad++;
+			printf("block:          %llu length %zu BAD\n", (unsigned long long)idx,
+			       vl > 8 ? vl - 8 : 0);
+			dump_error(d, "inode %llu block %llu: bad length or checksum",
+				   (unsigned long long)in->ino, (unsigned long long)idx);
+			continue;
+		}
+		printf("block:          %llu length %zu ok%s\n", (unsigned long long)idx, len,
+		       idx * bs + len > in->size ? " (past the end of the file)" : "");
+	}
+	kv_iter_close(it);
+	printf("blocks:         %llu (%llu bad)\n", (unsigned long long)count,
+	       (unsigned long long)bad);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int inode_xattrs(struct dump *d, uint64_t ino)
+{
+	unsigned char key[8];
+	const void *k, *v;
+	size_t kl, vl;
+	uint64_t count = 0;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, KV_DB_XATTR, &it);
+	if (rc)
+		return rc;
+	kv_key_put_u64(key, ino);
+	rc = kv_iter_seek(it, key, sizeof(key));
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		if (kl < 8 || kv_key_u64(k) != ino)
+			break;
+		count++;
+		printf("xattr:          ");
+		cli_put_escaped(stdout, (const char *)k + 8, kl - 8);
+		printf(" (%zu bytes) \"", vl);
+		cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
+		printf(vl > 256 ? "\"...\n" : "\"\n");
+	}
+	kv_iter_close(it);
+	printf("xattrs:         %llu\n", (unsigned long long)count);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static void print_time(const char *field, int64_t ns)
+{
+	char buf[64];
+	int64_t s = ns / 1000000000, f = ns % 1000000000;
+
+	if (f < 0)
+		f += 1000000000, s--;
+	cli_format_time(ns, buf, sizeof(buf));
+	printf("%-16s%s (%lld.%09lld)\n", field, buf, (long long)s, (long long)f);
+}
+
+static void print_inode(const struct kv_inode *in)
+{
+	printf("inode:          %llu\n", (unsigned long long)in->ino);
+	printf("type:           %s\n", dump_type_name(in->mode));
+	printf("mode:           %06o\n", in->mode);
+	printf("uid:            %u\n", in->uid);
+	printf("gid:            %u\n", in->gid);
+	printf("nlink:          %u\n", in->nlink);
+	printf("size:           %llu\n", (unsigned long long)in->size);
+	printf("rdev:           %llu (%u:%u)\n", (unsigned long long)in->rdev,
+	       major((dev_t)in->rdev), minor((dev_t)in->rdev));
+	printf("flags:          %#llx\n", (unsigned long long)in->flags);
+	printf("nblocks:        %llu\n", (unsigned long long)in->nblocks);
+	print_time("atime:", in->atime_ns);
+	print_time("mtime:", in->mtime_ns);
+	print_time("ctime:", in->ctime_ns);
+	print_time("btime:", in->btime_ns);
+	printf("parent:         %llu\n", (unsigned long long)in->parent);
+	if (in->inline_len) {
+		printf("%-16s'", S_ISLNK(in->mode) ? "target:" : "inline:");
+		cli_put_escaped(stdout, in->inline_data, in->inline_len);
+		printf("' (%u bytes)\n", in->inline_len);
+	}
+}
+
+int dump_inode(struct dump *d, const struct dump_args *a)
+{
+	struct kv_inode in;
+	uint64_t ino = a->ino;
+	int rc = 0;
+
+	if (a->path)
+		rc = dump_resolve(d, a->path, &ino);
+	if (rc) {
+		dump_error(d, "'%s': %s", a->path, strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	rc = kv_inode_get(d->t, ino, &in);
+	if (rc) {
+		dump_error(d, "inode %llu: %s", (unsigned long long)ino,
+			   rc == -ENOENT ? "no such inode" : strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	print_inode(&in);
+	rc = inode_names(d, ino);
+	if (!rc)
+		rc = inode_blocks(d, &in);
+	if (!rc)
+		rc = inode_xattrs(d, ino);
+	if (rc)
+		dump_error(d, "inode %llu: %s", (unsigned long long)ino, strerror(-rc));
+	return d->errors ? EXIT_OPERATIONAL : EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- keys -- */
+
+static void put_hex(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	if (!n)
+		putchar('-');
+	for (size_t i = 0; i < n; i++)
+		printf("%02x", b[i]);
+}
+
+static void malformed(struct dump *d, enum kv_db db, const void *k, size_t kl, size_t vl)
+{
+	put_hex(k, kl);
+	printf(" malformed (value of %zu bytes)\n", vl);
+	dump_error(d, "%s: malformed record (key of %zu bytes, value of %zu)", kv_db_name(db), kl,
+		   vl);
+}
+
+static void key_meta(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct kv_super s;
+	char uuid[37];
+
+	if (kl == 5 && memcmp(k, "super", 5) == 0 && kv_decode_super(v, vl, &s) == 0) {
+		cli_format_uuid(s.uuid, uuid);
+		printf("super version %u block_size %u compat %#llx ro_compat %#llx incompat "
+		       "%#llx uuid %s next_ino %llu created %lld label '",
+		       s.version, s.block_size, (unsigned long long)s.feature_compat,
+		       (unsigned long long)s.feature_ro_compat,
+		       (unsigned long long)s.feature_incompat, uuid,
+		       (unsigned long long)s.next_ino, (long long)s.created_ns);
+		cli_put_escaped(stdout, s.label, strlen(s.label));
+		printf("' (%zu bytes)\n", vl);
+		return;
+	}
+	if (kl == 5 && memcmp(k, "super", 5) == 0) {
+		malformed(d, KV_DB_META, k, kl, vl);
+		return;
+	}
+	cli_put_escaped(stdout, k, kl); /* a later version's record */
+	putchar(' ');
+	put_hex(v, vl);
+	putchar('\n');
+}
+
+static void key_inode(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct kv_inode in;
+
+	if (kl != 8 || kv_decode_inode(kv_key_u64(k), v, vl, &in)) {
+		malformed(d, KV_DB_INODE, k, kl, vl);
+		return;
+	}
+	printf("%llu mode %06o uid %u gid %u nlink %u size %llu rdev %llu flags %#llx "
+	       "nblocks %llu atime %lld mtime %lld ctime %lld btime %lld parent %llu inline %u",
+	       (unsigned long long)in.ino, in.mode, in.uid, in.gid, in.nlink,
+	       (unsigned long long)in.size, (unsigned long long)in.rdev,
+	       (unsigned long long)in.flags, (unsigned long long)in.nblocks,
+	       (long long)in.atime_ns, (long long)in.mtime_ns, (long long)in.ctime_ns,
+	       (long long)in.btime_ns, (unsigned long long)in.parent, in.inline_len);
+	if (in.inline_len) {
+		fputs(" '", stdout);
+		cli_put_escaped(stdout, in.inline_data, in.inline_len);
+		putchar('\'');
+	}
+	putchar('\n');
+}
+
+static void key_dirent(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct kv_dirent de;
+	size_t off = 0;
+	uint8_t slot;
+	int rc;
+
+	if (kl != 16) {
+		malformed(d, KV_DB_DIRENT, k, kl, vl);
+		return;
+	}
+	while ((rc = kv_decode_dirent(v, vl, &off, &de, &slot)) == 0) {
+		uint64_t h = kv_key_u64((const char *)k + 8);
+		printf("%llu %#llx slot %u type %u ino %llu name '",
+		       (unsigned long long)kv_key_u64(k), (unsigned long long)h, slot, de.type,
+		       (unsigned long long)de.ino);
+		cli_put_escaped(stdout, de.name, de.namelen);
+		printf("'%s\n", kv_dirent_hash(de.name, de.namelen) == h ? "" : " BAD hash");
+	}
+	if (rc < 0 || off == 0)
+		malformed(d, KV_DB_DIRENT, k, kl, vl);
+}
+
+static void key_data(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	uint64_t ino, idx;
+	size_t len;
+
+	if (kl != 16 || vl <= 8) {
+		malformed(d, KV_DB_DATA, k, kl, vl);
+		return;
+	}
+	ino = kv_key_u64(k);
+	idx = kv_key_u64((const char *)k + 8);
+	if (kv_check_block(d->env, ino, idx, v, vl, &len) == 0) {
+		printf("%llu %llu length %zu ok\n", (unsigned long long)ino,
+		       (unsigned long long)idx, len);
+		return;
+	}
+	printf("%llu %llu length %zu BAD\n", (unsigned long long)ino, (unsigned long long)idx,
+	       vl - 8);
+	dump_error(d, "inode %llu block %llu: bad length or checksum", (unsigned long long)ino,
+		   (unsigned long long)idx);
+}
+
+static void key_xattr(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	if (kl <= 8) {
+		malformed(d, KV_DB_XATTR, k, kl, vl);
+		return;
+	}
+	printf("%llu ", (unsigned long long)kv_key_u64(k));
+	cli_put_escaped(stdout, (const char *)k + 8, kl - 8);
+	printf(" length %zu \"", vl);
+	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
+	printf(vl > 256 ? "\"...\n" : "\"\n");
+}
+
+static void key_orphan(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	(void)v;
+	if (kl != 8 || vl != 0) {
+		malformed(d, KV_DB_ORPHAN, k, kl, vl);
+		return;
+	}
+	printf("%llu\n", (unsigned long long)kv_key_u64(k));
+}
+
+int dump_keys(struct dump *d, const struct dump_args *a)
+{
+	static void (*const decode[KV_NDB])(struct dump *, const void *, size_t, const void *,
+					     size_t) = {
+		[KV_DB_META] = key_meta,     [KV_DB_INODE] = key_inode, [KV_DB_DIRENT] = key_dirent,
+		[KV_DB_DATA] = key_data,     [KV_DB_XATTR] = key_xattr, [KV_DB_ORPHAN] = key_orphan,
+	};
+	const void *k, *v;
+	size_t kl, vl;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(d->t, a->db, &it);
+	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		if (a->hex) {
+			put_hex(k, kl);
+			putchar(' ');
+			put_hex(v, vl);
+			putchar('\n');
+		} else {
+			decode[a->db](d, k, kl, v, vl);
+		}
+	}
+	kv_iter_close(it);
+	if (rc != -ENOENT) {
+		dump_error(d, "%s: cannot read: %s", kv_db_name(a->db), strerror(-rc));
+		return EXIT_OPERATIONAL;
+	}
+	return d->errors ? EXIT_OPERATIONAL : EXIT_OK;
+}

@@ -1,0 +1,371 @@
+/*
+ * dump_tar.c - the tar sink of kvfs-dump export: the tree as a pax archive
+ * written with libarchive. pax carries what ustar cannot: long names and
+ * link targets, nanosecond times, extended attributes (SCHILY.xattr, which
+ * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0).
+ *
+ * Entries are named "./PATH" ("./" for the root), owners numerically. Names
+ * are taken as UTF-8 (the C.UTF-8 locale), pax's own charset; a name that
+ * is not valid UTF-8 goes in as raw bytes under hdrcharset=BINARY, which GNU
+ * tar extracts with a warning. A
+ * further name of an inode becomes a hard link entry. Sockets have no tar
+ * form: they are reported and left out.
+ *
+ * Invariants:
+ *  1. DEST is created new (O_EXCL): an existing file is never overwritten.
+ *  2. A file's data is walked twice in the same transaction (its map of
+ *     stored regions for the header, then its bytes), so both walks see the
+ *     same blocks and the entry's length is what the header promised.
+ *  3. A write error of the archive is fatal: the export stops and the
+ *     partial archive is removed.
+ *  4. Holes cost no archive space but libarchive is handed their zeros, a
+ *     call per HOLE_CHUNK: a file over TAR_FILE_MAX (a sparse 1 PiB, or a
+ *     damaged size) is reported and left out rather than fed for hours.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dump_export.h"
+
+#define ZEROS_SIZE (1 << 16)
+#define HOLE_CHUNK (1ULL << 30)  /* zeros handed to libarchive at a time */
+#define TAR_FILE_MAX (1ULL << 50) /* 1 PiB: hole bytes fed at HOLE_CHUNK a call */
+
+struct region {
+	uint64_t off, len;
+};
+
+struct tarsink {
+	struct archive *a;
+	struct archive_entry *ent;
+	int fd;
+	char *name; /* "./PATH" */
+	size_t namecap;
+	struct region *reg; /* the stored regions of the current file */
+	size_t nreg, capreg;
+	uint64_t pos;       /* bytes of the current file written */
+	const unsigned char *zeros; /* zchunk bytes of zeros */
+	size_t zchunk;
+	uint64_t size;      /* the current file's size */
+};
+
+static const unsigned char zeros[ZEROS_SIZE];
+
+static int tar_fail(struct export *x, const struct xent *e)
+{
+	struct tarsink *s = x->priv;
+
+	export_error(x, e, "cannot write the archive: %s", archive_error_string(s->a));
+	x->fatal = 1;
+	return -1;
+}
+
+static int tar_open(struct export *x)
+{
+	struct tarsink *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		export_error(x, NULL, "out of memory");
+		return -1;
+	}
+	s->fd = open(x->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (s->fd < 0) {
+		export_error(x, NULL, "%s", errno == EEXIST ? "exists" : strerror(errno));
+		goto free_sink;
+	}
+	/* libarchive converts names from the locale's charset to UTF-8: make
+	 * that the identity (whatever the caller's locale) */
+	setlocale(LC_CTYPE, "C.UTF-8");
+	s->a = archive_write_new();
+	s->ent = archive_entry_new();
+	if (!s->a || !s->ent) {
+		export_error(x, NULL, "out of memory");
+		goto unlink_dest;
+	}
+	/* SCHILY.xattr only: GNU tar warns about LIBARCHIVE.xattr records */
+	if (archive_write_set_format_pax(s->a) != ARCHIVE_OK ||
+	    archive_write_set_format_option(s->a, "pax", "xattrheader", "SCHILY") < ARCHIVE_WARN ||
+	    archive_write_open_fd(s->a, s->fd) != ARCHIVE_OK) {
+		export_error(x, NULL, "%s", archive_error_string(s->a));
+		goto unlink_dest;
+	}
+	/* zero pages cost nothing until written, and these never are */
+	s->zeros = mmap(NULL, HOLE_CHUNK, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			-1, 0);
+	s->zchunk = HOLE_CHUNK;
+	if (s->zeros == MAP_FAILED) {
+		s->zeros = zeros;
+		s->zchunk = ZEROS_SIZE;
+	}
+	x->priv = s;
+	return 0;
+
+unlink_dest:
+	if (s->a)
+		archive_write_free(s->a);
+	if (s->ent)
+		archive_entry_free(s->ent);
+	close(s->fd);
+	unlink(x->dest);
+free_sink:
+	free(s);
+	return -1;
+}
+
+static int set_name(struct tarsink *s, const char *path, char **out)
+{
+	size_t n = strlen(path) + 3;
+
+	if (n > s->namecap) {
+		char *p = realloc(s->name, n * 2);
+		if (!p)
+			return -ENOMEM;
+		s->name = p;
+		s->namecap = n * 2;
+	}
+	strcpy(s->name, "./");
+	if (strcmp(path, ".") != 0)
+		strcat(s->name, path);
+	*out = s->name;
+	return 0;
+}
+
+/* Regions are widened to 512-byte tar blocks (clipped to the size): GNU tar
+ * reads each region but the last from a fresh block of the archive. */
+static int add_region(void *arg, uint64_t off, const void *data, size_t len)
+{
+	struct tarsink *s = arg;
+	uint64_t end = (off + len + 511) / 512 * 512;
+
+	(void)data;
+	off = off / 512 * 512;
+	if (end > s->size)
+		end = s->size;
+	if (s->nreg && s->reg[s->nreg - 1].off + s->reg[s->nreg - 1].len >= off) {
+		s->reg[s->nreg - 1].len = end - s->reg[s->nreg - 1].off;
+		return 0;
+	}
+	len = (size_t)(end - off);
+	if (s->nreg == s->capreg) {
+		size_t cap = s->capreg ? s->capreg * 2 : 64;
+		struct region *r = realloc(s->reg, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		s->reg = r;
+		s->capreg = cap;
+	}
+	s->reg[s->nreg++] = (struct region){off, len};
+	return 0;
+}
+
+/* Write n zero bytes: inside a hole of a sparse entry libarchive skips them
+ * (but is handed them all the same, so they come from a large mapping). */
+static int put_zeros(struct tarsink *s, uint64_t n)
+{
+	while (n) {
+		size_t k = n < s->zchunk ? (size_t)n : s->zchunk;
+		if (archive_write_data(s->a, s->zeros, k) != (la_ssize_t)k)
+			return -EIO;
+		n -= k;
+		s->pos += k;
+	}
+	return 0;
+}
+
+static int put_data(void *arg, uint64_t off, const void *data, size_t len)
+{
+	struct tarsink *s = arg;
+	int rc = put_zeros(s, off - s->pos);
+
+	if (rc)
+		return rc;
+	if (archive_write_data(s->a, data, len) != (la_ssize_t)len)
+		return -EIO;
+	s->pos += len;
+	return 0;
+}
+
+static int add_xattr(void *arg, const char *name, const void *val, size_t len)
+{
+	archive_entry_xattr_add_entry(arg, name, val, len);
+	return 0;
+}
+
+/* Fill the entry's header fields from the inode. */
+static int fill_entry(struct export *x, const struct xent *e, char *name)
+{
+	struct tarsink *s = x->priv;
+	const struct kv_inode *in = e->in;
+	struct archive_entry *ent = s->ent;
+	char target[KV_SYMLINK_MAX + 1];
+	int64_t t[4] = {in->atime_ns, in->mtime_ns, in->ctime_ns, in->btime_ns};
+	int64_t sec[4], nsec[4];
+
+	for (int i = 0; i < 4; i++) {
+		sec[i] = t[i] / 1000000000;
+		nsec[i] = t[i] % 1000000000;
+		/* libarchive 3.6 writes a time as "SEC.NSEC", which for a
+		 * negative SEC reads back (as pax says) as SEC - 0.NSEC: hand it
+		 * the digits of the true value, toward zero. Between -1 and 0
+		 * s the sign cannot be written; that time goes in as -1 s. */
+		if (nsec[i] < 0 && sec[i] < 0)
+			nsec[i] = -nsec[i];
+		else if (nsec[i] < 0)
+			sec[i] = -1, nsec[i] = 0;
+	}
+	archive_entry_clear(ent);
+	archive_entry_copy_pathname(ent, name);
+	archive_entry_set_mode(ent, in->mode);
+	archive_entry_set_uid(ent, in->uid);
+	archive_entry_set_gid(ent, in->gid);
+	archive_entry_set_nlink(ent, in->nlink);
+	archive_entry_set_atime(ent, sec[0], nsec[0]);
+	archive_entry_set_mtime(ent, sec[1], nsec[1]);
+	archive_entry_set_ctime(ent, sec[2], nsec[2]);
+	archive_entry_set_birthtime(ent, sec[3], nsec[3]);
+	archive_entry_set_size(ent, 0);
+	if (S_ISREG(in->mode))
+		archive_entry_set_size(ent, (la_int64_t)in->size);
+	if (S_ISCHR(in->mode) || S_ISBLK(in->mode)) {
+		archive_entry_set_rdevmajor(ent, major((dev_t)in->rdev));
+		archive_entry_set_rdevminor(ent, minor((dev_t)in->rdev));
+	}
+	if (S_ISLNK(in->mode)) {
+		if (in->inline_len == 0 || memchr(in->inline_data, 0, in->inline_len)) {
+			export_error(x, e, "symlink target is empty or holds a NUL byte; skipped");
+			return -1;
+		}
+		memcpy(target, in->inline_data, in->inline_len);
+		target[in->inline_len] = '\0';
+		archive_entry_copy_symlink(ent, target);
+	}
+	return export_xattrs(x, e, add_xattr, ent) ? -1 : 0;
+}
+
+static int tar_file_data(struct export *x, const struct xent *e)
+{
+	struct tarsink *s = x->priv;
+	uint64_t stored = 0;
+	int rc;
+
+	if (e->in->size > TAR_FILE_MAX) {
+		export_error(x, e, "larger than 1 PiB (%llu bytes): too large for a tar export; "
+			     "left out", (unsigned long long)e->in->size);
+		return -1;
+	}
+	s->nreg = 0;
+	s->size = e->in->size;
+	rc = export_data(x, e, 1, add_region, s);
+	if (rc) {
+		export_error(x, e, "cannot read: %s", strerror(-rc));
+		x->fatal = 1; /* the header is not written yet, but the walk is broken */
+		return -1;
+	}
+	for (size_t i = 0; i < s->nreg; i++)
+		stored += s->reg[i].len;
+	if (stored < e->in->size) { /* holes: a sparse entry */
+		for (size_t i = 0; i < s->nreg; i++)
+			archive_entry_sparse_add_entry(s->ent, (la_int64_t)s->reg[i].off,
+						       (la_int64_t)s->reg[i].len);
+		/* a file ending in a hole ends its map with (size, 0), as GNU
+		 * tar does; a file of holes only has just that */
+		if (!s->nreg || s->reg[s->nreg - 1].off + s->reg[s->nreg - 1].len < e->in->size)
+			archive_entry_sparse_add_entry(s->ent, (la_int64_t)e->in->size, 0);
+	}
+	if (archive_write_header(s->a, s->ent) < ARCHIVE_WARN)
+		return tar_fail(x, e);
+	s->pos = 0;
+	rc = export_data(x, e, 0, put_data, s);
+	if (rc == 0)
+		rc = put_zeros(s, e->in->size - s->pos);
+	if (rc)
+		return tar_fail(x, e);
+	return 0;
+}
+
+static int tar_entry(struct export *x, const struct xent *e)
+{
+	struct tarsink *s = x->priv;
+	char *name, *link;
+	int rc;
+
+	if (S_ISSOCK(e->in->mode)) {
+		fprintf(stderr, "%s: '", cli_prog);
+		cli_put_escaped(stderr, e->path, strlen(e->path));
+		fputs("': a socket has no tar form; left out\n", stderr);
+		return -1;
+	}
+	if (set_name(s, e->path, &name))
+		goto nomem;
+	rc = fill_entry(x, e, name);
+	if (rc)
+		return -1;
+	if (e->link_to) {
+		archive_entry_set_size(s->ent, 0);
+		link = malloc(strlen(e->link_to) + 3);
+		if (!link)
+			goto nomem;
+		strcpy(link, "./");
+		strcat(link, e->link_to);
+		archive_entry_copy_hardlink(s->ent, link);
+		free(link);
+	}
+	if (S_ISREG(e->in->mode) && !e->link_to)
+		rc = tar_file_data(x, e);
+	else if (archive_write_header(s->a, s->ent) < ARCHIVE_WARN)
+		rc = tar_fail(x, e);
+	if (rc == 0 && archive_write_finish_entry(s->a) < ARCHIVE_WARN)
+		rc = tar_fail(x, e);
+	return rc;
+nomem:
+	export_error(x, e, "out of memory");
+	x->fatal = 1;
+	return -1;
+}
+
+static void tar_dir_done(struct export *x, const struct xent *e)
+{
+	(void)x;
+	(void)e; /* a tar directory entry carries its times already */
+}
+
+static int tar_close(struct export *x)
+{
+	struct tarsink *s = x->priv;
+	int rc = 0;
+
+	if (!s)
+		return -1;
+	if (!x->fatal && archive_write_close(s->a) != ARCHIVE_OK)
+		rc = tar_fail(x, NULL);
+	archive_write_free(s->a);
+	archive_entry_free(s->ent);
+	if (close(s->fd) != 0 && rc == 0) {
+		export_error(x, NULL, "cannot write: %s", strerror(errno));
+		x->fatal = 1;
+		rc = -1;
+	}
+	if (x->fatal)
+		unlink(x->dest); /* invariant 3 */
+	if (s->zeros != zeros)
+		munmap((void *)s->zeros, HOLE_CHUNK);
+	free(s->name);
+	free(s->reg);
+	free(s);
+	x->priv = NULL;
+	return rc;
+}
+
+const struct xsink export_tar_sink = {
+	.open = tar_open, .entry = tar_entry, .dir_done = tar_dir_done, .close = tar_close,
+};

@@ -1,0 +1,343 @@
+/*
+ * fsck.h - fsck.kvfs: the state the passes share, the in-memory index of
+ * inodes, the problem table's codes and the repair queue.
+ *
+ * A run (main.c):
+ *
+ *   open the image (read-only for -n, read-write and locked for -p / -y)
+ *   for each pass 1..7:
+ *     walk one database in key order on a read snapshot (fsck_snapshot),
+ *       report each problem (fsck_problem) and queue its repair (fix_*)
+ *     fsck_flush: end the snapshot, apply the queued repairs through the
+ *       writer, print the pass's problems with their outcome
+ *   summary line (or the --json report), exit code as fsck(8)
+ *
+ * Memory is a sorted array of compact per-inode records (struct fino, 48
+ * bytes) plus one struct fdir per directory: the dirent, data, xattr and
+ * orphan keys all start with an ino, so each pass walks its database in
+ * step with the array (a merge), and only a dirent's child is found by a
+ * binary search in memory. Nothing does a per-inode lookup in the store.
+ *
+ * Invariants:
+ *  1. f->ino[] is sorted by ino and holds every inode record pass 2 found,
+ *     plus a root or /lost+found this run made (appended in order: their
+ *     inos are above every other). Entries are never removed; a cleared
+ *     inode is flagged F_GONE. Other records refer to inodes by index.
+ *  2. The counters in memory (links, entries, subdirs, stored sizes and
+ *     counts) describe the image as it will be once the repairs queued so
+ *     far are applied: a repair updates them when it is queued; a problem
+ *     left alone leaves them as found.
+ *  3. With -n one read snapshot serves every pass, so a mounted image is
+ *     checked as of one commit. Repairs are never applied while this thread
+ *     holds a snapshot (the writer may have to grow the map, which waits
+ *     for every reader).
+ *  4. A repair is one writer op (one nested transaction): it happens whole
+ *     or not at all, and a failed one leaves the others alone.
+ */
+#ifndef KVFS_FSCK_H
+#define KVFS_FSCK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kv.h"
+
+enum fsck_mode {
+	MODE_CHECK, /* -n: read only */
+	MODE_PREEN, /* -p: repairs that are safe without asking */
+	MODE_YES,   /* -y: every repair */
+};
+
+/* struct fino flags */
+#define F_ORPHAN 0x01  /* on the orphan list */
+#define F_BAD 0x02     /* record undecodable or of no known type, not cleared */
+#define F_GONE 0x04    /* cleared by this run: treated as missing */
+#define F_UNREACH 0x08 /* unreachable and left so */
+#define F_LOST 0x10    /* reconnected to /lost+found by this run */
+
+#define NO_DIR UINT32_MAX
+
+struct fino {
+	uint64_t ino;
+	uint64_t size;    /* as stored */
+	uint64_t nblocks; /* as stored */
+	uint32_t mode;    /* 0 when F_BAD */
+	uint32_t nlink;   /* as stored */
+	uint32_t links;   /* names counted by pass 3 */
+	uint32_t dir;     /* index in f->dirs, or NO_DIR */
+	uint8_t flags;
+};
+
+struct fdir {
+	uint64_t parent;   /* the parent field as stored */
+	uint64_t named_by; /* the directory whose entry names it (0: none) */
+	uint64_t entries;  /* entries counted by pass 3 */
+	uint32_t subdirs;  /* subdirectory entries counted by pass 3 */
+	uint32_t idx;      /* its index in f->ino */
+	uint8_t state;     /* reachability, R_* (pass3.c) */
+};
+enum { R_UNKNOWN, R_VISITING, R_REACHABLE, R_UNREACHABLE };
+
+/* ---- problems (problem.c) ---- */
+
+enum fsck_pr {
+	PR_META_EXTRA,
+	PR_INODE_BAD_KEY,
+	PR_INODE_BAD_RECORD,
+	PR_INODE_BAD_TYPE,
+	PR_INODE_FLAGS,
+	PR_INODE_INLINE,
+	PR_SYMLINK_SIZE,
+	PR_SYMLINK_EMPTY,
+	PR_SPECIAL_SIZE,
+	PR_PARENT_NONDIR,
+	PR_FILE_SIZE,
+	PR_ROOT_MISSING,
+	PR_ROOT_NOT_DIR,
+	PR_DIRENT_BAD_KEY,
+	PR_DIRENT_NO_DIR,
+	PR_DIRENT_BAD_LIST,
+	PR_DIRENT_BAD_NAME,
+	PR_DIRENT_BAD_HASH,
+	PR_DIRENT_DUP_NAME,
+	PR_DIRENT_MISSING,
+	PR_DIRENT_ROOT,
+	PR_DIRENT_TYPE,
+	PR_DIR_MULTI,
+	PR_DIR_UNREACHABLE,
+	PR_DIR_CYCLE,
+	PR_INODE_UNREACHABLE,
+	PR_DIR_SIZE,
+	PR_DIR_PARENT,
+	PR_NLINK,
+	PR_BLOCK_BAD_KEY,
+	PR_BLOCK_NO_OWNER,
+	PR_BLOCK_NOT_FILE,
+	PR_BLOCK_PAST_EOF,
+	PR_BLOCK_TAIL,
+	PR_BLOCK_BAD_LEN,
+	PR_BLOCK_CSUM,
+	PR_NBLOCKS,
+	PR_XATTR_BAD_KEY,
+	PR_XATTR_BAD_NAME,
+	PR_XATTR_TOO_BIG,
+	PR_XATTR_NO_OWNER,
+	PR_ORPHAN_BAD_KEY,
+	PR_ORPHAN_MISSING,
+	PR_ORPHAN_LINKED,
+	PR_ORPHAN_FREE,
+	PR_COUNTER,
+	PR_COUNT
+};
+
+/* What a message may name; the table's messages expand %i (ino), %j (ino2),
+ * %d (dir), %n and %m (num, num2), %o (num in octal), %x (num in hex), %N
+ * (name, quoted and escaped), %s (str). */
+struct pctx {
+	uint64_t ino, ino2, dir, num, num2;
+	const void *name;
+	size_t namelen;
+	const char *str;
+};
+
+/* ---- repairs (repair.c) ---- */
+
+enum fix_kind {
+	FX_NONE,        /* nothing to run: rc holds why the repair cannot be made */
+	FX_INODE_SET,   /* set fields of an inode record (mask) */
+	FX_INODE_CLEAR, /* remove an inode with its blocks, xattrs, orphan entry */
+	FX_ROOT,        /* (re)create the root directory */
+	FX_DEL,         /* delete one raw record */
+	FX_DEL_PREFIX,  /* delete every record of a database whose key starts with ino */
+	FX_DIRENT_LIST, /* replace a dirent list; re-file misfiled entries */
+	FX_DIRENT_UNLINK, /* remove the entry of dir naming ino (and the dir's counts) */
+	FX_RECONNECT,   /* name ino "#ino" in /lost+found (after an unlink, for cycles) */
+	FX_BLOCK_TRIM,  /* cut a block at the file's size */
+	FX_ORPHAN_FREE, /* free an orphan with no links */
+	FX_ORPHAN_UNLIST,
+	FX_COUNTER,     /* raise the inode counter */
+};
+
+#define SET_NLINK 0x01
+#define SET_SIZE 0x02
+#define SET_NBLOCKS 0x04
+#define SET_PARENT 0x08
+#define SET_FLAGS 0x10
+#define SET_NOINLINE 0x20
+
+struct fix_ent { /* an entry of a dirent list to re-file */
+	uint64_t ino;
+	uint8_t type, namelen;
+	char name[KV_NAME_MAX];
+};
+
+struct fix {
+	struct kv_op op;
+	enum fix_kind kind;
+	int rc;
+	uint64_t ino;
+	union {
+		struct {
+			unsigned mask;
+			uint32_t nlink;
+			uint64_t size, nblocks, parent;
+		} set;
+		struct {
+			enum kv_db db;
+			size_t klen;
+			unsigned char *key; /* malloc'd */
+		} del;
+		struct {
+			uint64_t dir, hash;
+			unsigned char *val; /* malloc'd new list; vlen 0: delete the key */
+			size_t vlen;
+			struct fix_ent *refile; /* malloc'd */
+			unsigned nrefile;
+		} list;
+		struct {
+			uint64_t dir;   /* FX_DIRENT_UNLINK: the directory; FX_RECONNECT: old
+			                   parent to unlink from first, or 0 */
+			uint64_t lf;    /* FX_RECONNECT: /lost+found */
+			uint8_t type;
+		} link;
+		struct {
+			uint64_t size, end; /* the file's size, the block's end */
+		} trim;
+		uint64_t next; /* FX_COUNTER */
+	} u;
+};
+
+/* One problem found, printed (and streamed to the JSON report) once its
+ * repair, if any, has run. */
+struct pend {
+	enum fsck_pr code;
+	uint64_t ino;
+	char *msg;     /* malloc'd, printable */
+	uint32_t fix;  /* index in f->fixes, or NO_FIX */
+	uint8_t state; /* PS_* */
+};
+#define NO_FIX UINT32_MAX
+
+struct fsck {
+	/* options */
+	enum fsck_mode mode;
+	int verbose, json, force;
+	const char *image;
+
+	kv_env *env;
+	kv_txn *txn;        /* the snapshot, while one is held */
+	struct kv_super sb; /* the superblock as of pass 1's snapshot */
+	uint32_t bs;        /* block size */
+
+	/* the index (invariant 1) */
+	struct fino *ino;
+	size_t nino, cap_ino;
+	struct fdir *dirs;
+	size_t ndirs, cap_dirs;
+	uint64_t lost_found; /* ino of /lost+found (0: none yet) */
+	int lf_blocked;      /* "lost+found" names a non-directory, or making it failed */
+	uint64_t max_key;    /* highest ino any record kept names (the counter's floor) */
+	int root_ok;         /* ino[0] is a live root directory */
+	int tree_checked;    /* pass 3 counted the names (it needs a root) */
+
+	/* counts for the summary */
+	uint64_t n_inodes, n_dirs, n_files, n_blocks, n_bytes, n_dirents, n_xattrs, n_orphans;
+
+	/* this pass's problems and repairs */
+	struct pend *pend;
+	size_t npend, cap_pend;
+	struct fix *fixes;
+	size_t nfixes, cap_fixes;
+
+	/* totals */
+	uint64_t found, fixed, left, notes;
+	unsigned exit_bits;
+	int json_first;
+
+	/* progress (report.c) */
+	int progress_on;
+	int pass;
+	const char *pass_name;
+	uint64_t prog_total, prog_done;
+	double prog_last;
+	double t_start;
+};
+
+/* ---- the index (index.c) ---- */
+
+/* Index of ino in f->ino, or -1. */
+long fsck_find(const struct fsck *f, uint64_t ino);
+/* Append an inode (its ino above every other); NULL on ENOMEM. dir says
+ * whether it gets a struct fdir. */
+struct fino *fsck_add_inode(struct fsck *f, uint64_t ino, uint32_t mode, int dir);
+/* Room for this many more inodes and directories. After pass 2 room for two
+ * is reserved (a root, /lost+found), so pointers into f->ino and f->dirs
+ * stay valid from then on. */
+int fsck_reserve(struct fsck *f, size_t inodes, size_t dirs);
+/* "regular file", "directory", ... for messages. */
+const char *fsck_type_name(uint32_t mode);
+static inline int fino_live(const struct fino *i)
+{
+	return !(i->flags & F_GONE);
+}
+static inline struct fdir *fino_dir(struct fsck *f, const struct fino *i)
+{
+	return i->dir == NO_DIR ? NULL : &f->dirs[i->dir];
+}
+/* DT_* of a mode: (mode & S_IFMT) >> 12. */
+#define DT_OF(mode) ((uint8_t)(((mode) & 0170000) >> 12))
+
+/* ---- snapshots and the repair queue (repair.c) ---- */
+
+/* Make sure f->txn is a live snapshot. */
+int fsck_snapshot(struct fsck *f);
+/* End the snapshot unless -n keeps it for the whole run. */
+void fsck_snapshot_end(struct fsck *f, int final);
+/* Queue a repair; NULL on ENOMEM. The problem pr (from fsck_problem, may be
+ * NULL for a repair that goes with an earlier problem) is settled by it. */
+struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pend *pr);
+/* The FX_INODE_SET of ino if it is the last repair queued, else a new one.
+ * A returned pointer is valid until the next repair is queued. */
+struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr);
+/* Attach problem pr to repair x as well. */
+void fsck_attach(struct fsck *f, struct pend *pr, struct fix *x);
+/* Queue the deletion of one raw record. */
+int fsck_fix_del(struct fsck *f, enum kv_db db, const void *key, size_t klen, uint64_t ino,
+                 struct pend *pr);
+/* Apply the queued repairs (ending the snapshot first), then print the
+ * pass's problems. <0: the writer failed as a whole. */
+int fsck_flush(struct fsck *f);
+/* Make /lost+found now (one write) if it is missing; its ino, or <0. */
+int fsck_lost_found(struct fsck *f, uint64_t *ino);
+
+/* ---- problems and output (problem.c) ---- */
+
+/* Record a problem. Returns the pending problem when its repair is to be
+ * queued now (the mode allows it), NULL when it is left (or on ENOMEM,
+ * which then counts it as left). */
+struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *p);
+/* Print the problems of this pass once their repairs ran (repair.c). */
+void fsck_settle(struct fsck *f);
+void fsck_out_begin(struct fsck *f);
+void fsck_out_end(struct fsck *f, double secs, const char *error);
+/* The pass banner ("Pass 3: directory tree"), and progress for it. */
+void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total);
+void fsck_tick(struct fsck *f, uint64_t n);
+void fsck_progress_clear(struct fsck *f);
+/* A line for -v (not in --json). */
+void fsck_info(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double fsck_now(void);
+
+/* ---- the passes (pass1.c .. pass7.c): 0, or a negative errno that stops the run ---- */
+
+int fsck_pass1(struct fsck *f);
+int fsck_pass2(struct fsck *f);
+int fsck_pass3(struct fsck *f);
+int fsck_pass4(struct fsck *f);
+int fsck_pass5(struct fsck *f);
+int fsck_pass6(struct fsck *f);
+int fsck_pass7(struct fsck *f);
+
+int cmd_fsck(int argc, char **argv);
+
+#endif

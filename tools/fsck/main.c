@@ -1,0 +1,325 @@
+/*
+ * main.c - fsck.kvfs: options, opening the image, the passes in order, the
+ * in-memory inode index they share, and the exit code of fsck(8).
+ *
+ * Exit code: a bitmask as fsck(8): 0 clean, 1 problems corrected, 4
+ * problems left uncorrected (1|4 when some of each), 8 operational error
+ * (the image cannot be opened or read, is not a kvfs image, or is in use
+ * by a mount when a repair was asked for), 16 usage error.
+ *
+ * Invariants:
+ *  1. -n opens the image read-only: no lock, no writer, nothing written, so
+ *     it may run on a mounted image (on one snapshot, fsck.h 3).
+ *  2. -p and -y open it read-write, which takes the exclusive lock the daemon
+ *     holds while mounted: a mounted image is never repaired.
+ *  3. A fault while reading the map (a damaged LMDB page) ends the run with
+ *     a message and exit 8, never a core dump (except in a sanitizer build,
+ *     where the sanitizer's report is wanted).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fsck.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: %s [-n | -p | -y] [-f] [-v] [--json] IMAGE\n"
+		"Check a kvfs image and optionally repair it.\n"
+		"\n"
+		"  -n, --no          check only: open the image read-only and change nothing\n"
+		"                    (the default; works on a mounted image, on a snapshot)\n"
+		"  -p, -a, --preen   repair what is safe without asking: link counts, directory\n"
+		"                    sizes, block counts, parent fields, dirent types, the\n"
+		"                    inode counter, the orphan list (orphans are freed), and\n"
+		"                    blocks and xattrs of missing inodes or past a file's end\n"
+		"  -y, --yes         repair everything, also: drop dirents of missing inodes,\n"
+		"                    move unreachable inodes to /lost+found, drop damaged\n"
+		"                    blocks (leaving holes), clear damaged inodes, drop\n"
+		"                    malformed records\n"
+		"  -f, --force       check even if clean (kvfs keeps no clean flag: every run\n"
+		"                    is a full check; accepted for fsck(8))\n"
+		"  -v, --verbose     say more about each pass\n"
+		"      --json        print a machine-readable report on stdout instead\n"
+		"  -h, --help        show this help and exit\n"
+		"  -V, --version     show the version and exit\n"
+		"\n"
+		"Repairs need the image unmounted. Exit status (a bitmask, as fsck(8)): 0 no\n"
+		"problems, 1 problems corrected, 4 problems left uncorrected, 8 operational\n"
+		"error, 16 usage error.\n",
+		cli_prog);
+}
+
+/* ----------------------------------------------------------------- index -- */
+
+long fsck_find(const struct fsck *f, uint64_t ino)
+{
+	size_t lo = 0, hi = f->nino;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->ino[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < f->nino && f->ino[lo].ino == ino ? (long)lo : -1;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 1024;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*arr, n * size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+struct fino *fsck_add_inode(struct fsck *f, uint64_t ino, uint32_t mode, int dir)
+{
+	struct fino *fi;
+
+	if (grow((void **)&f->ino, &f->cap_ino, f->nino + 1, sizeof(*f->ino)) ||
+	    (dir && grow((void **)&f->dirs, &f->cap_dirs, f->ndirs + 1, sizeof(*f->dirs))))
+		return NULL;
+	fi = &f->ino[f->nino];
+	memset(fi, 0, sizeof(*fi));
+	fi->ino = ino;
+	fi->mode = mode;
+	fi->dir = NO_DIR;
+	if (dir) {
+		struct fdir *fd = &f->dirs[f->ndirs];
+		memset(fd, 0, sizeof(*fd));
+		fd->idx = (uint32_t)f->nino;
+		fi->dir = (uint32_t)f->ndirs++;
+	}
+	f->nino++;
+	return fi;
+}
+
+int fsck_reserve(struct fsck *f, size_t inodes, size_t dirs)
+{
+	if (grow((void **)&f->ino, &f->cap_ino, f->nino + inodes, sizeof(*f->ino)) ||
+	    grow((void **)&f->dirs, &f->cap_dirs, f->ndirs + dirs, sizeof(*f->dirs)))
+		return -ENOMEM;
+	return 0;
+}
+
+const char *fsck_type_name(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "regular file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "character device";
+	case S_IFBLK: return "block device";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	default: return "damaged inode";
+	}
+}
+
+/* ------------------------------------------------------------------ run -- */
+
+static const struct {
+	const char *name;
+	int (*run)(struct fsck *f);
+	int db; /* walked database, for the progress total; -1: the index */
+} passes[] = {
+	{"superblock and format", fsck_pass1, KV_DB_META},
+	{"inode records", fsck_pass2, KV_DB_INODE},
+	{"directory tree", fsck_pass3, KV_DB_DIRENT},
+	{"link counts", fsck_pass4, -1},
+	{"data blocks", fsck_pass5, KV_DB_DATA},
+	{"extended attributes", fsck_pass6, KV_DB_XATTR},
+	{"orphans and the inode counter", fsck_pass7, KV_DB_ORPHAN},
+};
+
+static int run_passes(struct fsck *f, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++) {
+		uint64_t total = f->nino;
+		double t0 = fsck_now();
+		int rc = fsck_snapshot(f);
+
+		if (!rc && passes[i].db >= 0)
+			rc = kv_db_count(f->txn, (enum kv_db)passes[i].db, &total);
+		if (!rc) {
+			fsck_pass_begin(f, (int)i + 1, passes[i].name, total);
+			rc = passes[i].run(f);
+		}
+		if (!rc)
+			rc = fsck_flush(f);
+		if (rc) {
+			snprintf(err, errlen, "pass %zu (%s): %s", i + 1, passes[i].name,
+				 strerror(-rc));
+			return rc;
+		}
+		fsck_progress_clear(f);
+		fsck_info(f, "  pass %zu took %.3f s", i + 1, fsck_now() - t0);
+	}
+	return 0;
+}
+
+static int verbose_log;
+
+static void log_line(const char *line)
+{
+	if (verbose_log)
+		fprintf(stderr, "%s: kv: %s\n", cli_prog, line);
+}
+
+#ifndef __SANITIZE_ADDRESS__
+static void on_fault(int sig)
+{
+	static const char msg[] = ": fatal: memory fault while reading the image "
+				  "(damaged LMDB pages?)\n";
+
+	(void)sig;
+	if (write(2, cli_prog, strlen(cli_prog)) < 0 || write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(EXIT_OPERATIONAL);
+	_exit(EXIT_OPERATIONAL);
+}
+#endif
+
+static void catch_faults(void)
+{
+#ifndef __SANITIZE_ADDRESS__
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fault;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+#endif /* else the sanitizer reports a fault itself: a test must not take it for exit 8 */
+}
+
+static int open_image(struct fsck *f, char *err, size_t errlen)
+{
+	struct kv_open_opts o = {.readonly = f->mode == MODE_CHECK,
+				 .durability = KV_DURABLE_NORMAL};
+	char why[400];
+	int rc = kv_open(f->image, &o, &f->env, why, sizeof(why));
+
+	if (rc == -EBUSY)
+		snprintf(err, errlen,
+			 "'%s' is in use (mounted?): it cannot be repaired while mounted; "
+			 "unmount it, or check it read-only with -n",
+			 f->image);
+	else if (rc)
+		snprintf(err, errlen, "%s", why[0] ? why : strerror(-rc));
+	return rc;
+}
+
+static int parse_args(struct fsck *f, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"no", no_argument, NULL, 'n'},       {"preen", no_argument, NULL, 'p'},
+		{"yes", no_argument, NULL, 'y'},      {"force", no_argument, NULL, 'f'},
+		{"verbose", no_argument, NULL, 'v'},  {"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},     {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, modes = 0;
+
+	while ((c = getopt_long(argc, argv, "npayfvhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n': f->mode = MODE_CHECK; modes |= 1; break;
+		case 'p':
+		case 'a': f->mode = MODE_PREEN; modes |= 2; break;
+		case 'y': f->mode = MODE_YES; modes |= 4; break;
+		case 'f': f->force = 1; break;
+		case 'v': f->verbose = 1; break;
+		case 'J': f->json = 1; break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK + 100;
+		case 'V':
+			printf("fsck.kvfs (kvfs) %s, image format %d\n", KVFS_VERSION,
+			       KV_FORMAT_VERSION);
+			return EXIT_OK + 100;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (modes & (modes - 1)) {
+		cli_error("only one of -n, -p and -y may be given");
+		return EXIT_USAGE;
+	}
+	if (optind != argc - 1) {
+		cli_error(optind == argc ? "no image given" : "too many arguments");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	f->image = argv[optind];
+	return 0;
+}
+
+static void fsck_release(struct fsck *f)
+{
+	fsck_snapshot_end(f, 1);
+	if (f->env)
+		kv_close(f->env);
+	for (size_t i = 0; i < f->npend; i++)
+		free(f->pend[i].msg);
+	free(f->pend);
+	free(f->fixes);
+	free(f->ino);
+	free(f->dirs);
+}
+
+int cmd_fsck(int argc, char **argv)
+{
+	struct fsck f = {.mode = MODE_CHECK};
+	char err[600] = "";
+	double t0 = fsck_now();
+	int rc;
+
+	rc = parse_args(&f, argc, argv);
+	if (rc)
+		return rc >= 100 ? rc - 100 : rc;
+	verbose_log = f.verbose;
+	kv_set_log(log_line);
+	catch_faults();
+	f.progress_on = isatty(2);
+	f.t_start = t0;
+	fsck_out_begin(&f);
+	rc = open_image(&f, err, sizeof(err));
+	if (!rc)
+		rc = run_passes(&f, err, sizeof(err));
+	fsck_snapshot_end(&f, 1);
+	if (!rc && f.mode != MODE_CHECK && f.fixed && (rc = kv_sync(f.env)) != 0)
+		snprintf(err, sizeof(err), "cannot make the repairs durable: %s", strerror(-rc));
+	if (rc) {
+		fsck_progress_clear(&f);
+		if (!f.json)
+			cli_error("%s", err);
+		f.exit_bits = EXIT_OPERATIONAL;
+	}
+	fsck_out_end(&f, fsck_now() - t0, rc ? err : NULL);
+	fsck_release(&f);
+	return (int)f.exit_bits;
+}
+
+int main(int argc, char **argv)
+{
+	cli_init(argv[0]);
+	return cmd_fsck(argc, argv);
+}

@@ -1,0 +1,264 @@
+/*
+ * pass2.c - pass 2: inode records. One walk of the inode database in key
+ * order (with the orphan database in step, to flag orphans), building the
+ * sorted index every later pass uses.
+ *
+ * Checks, per record: a well-formed key; a record that decodes; a known file
+ * type; reserved flags clear; inline data only on symlinks; a symlink's
+ * size equal to its target's length, and a target at all; devices, fifos
+ * and sockets of size 0; a parent field only on directories; a regular
+ * file's size within the largest file size; the root (inode 1) present and
+ * a directory. Sizes against stored blocks (blocks below a file's size,
+ * nblocks equal to the blocks stored) are checked in pass 5, which is the
+ * one walk of the data database: blocks are only counted once the damaged
+ * and stray ones are known.
+ *
+ * Invariants:
+ *  1. Every inode record with a valid key gets an index entry, also a
+ *     damaged one (F_BAD: its names must not be taken for dangling), so the
+ *     index holds exactly the inodes that exist.
+ *  2. f->max_key is at least every valid inode key seen.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "fsck.h"
+
+#define FILE_SIZE_MAX ((uint64_t)INT64_MAX)
+
+static int known_type(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR:
+	case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		return 1;
+	}
+	return 0;
+}
+
+/* The root is missing (fi NULL) or unusable: with the repair, the index
+ * gets a fresh empty root directory in its place. 1 when repaired. */
+static int root_repair(struct fsck *f, uint32_t mode, int missing)
+{
+	struct pctx p = {.ino = KV_ROOT_INO, .num = mode};
+	struct pend *pr = fsck_problem(f, missing ? PR_ROOT_MISSING : PR_ROOT_NOT_DIR, &p);
+	struct fino *fi;
+
+	if (!pr)
+		return 0;
+	if (!fsck_fix(f, FX_ROOT, KV_ROOT_INO, pr))
+		return -ENOMEM;
+	fi = fsck_add_inode(f, KV_ROOT_INO, S_IFDIR | 0755, 1);
+	if (!fi)
+		return -ENOMEM;
+	fi->nlink = 2;
+	fino_dir(f, fi)->parent = KV_ROOT_INO;
+	f->n_inodes++;
+	f->n_dirs++;
+	return 1;
+}
+
+/* A record that cannot be used: index it as damaged, clear it with -y. */
+static int damaged(struct fsck *f, enum fsck_pr code, uint64_t ino, uint64_t num)
+{
+	struct fino *fi = fsck_add_inode(f, ino, 0, 0);
+	struct pend *pr;
+
+	if (!fi)
+		return -ENOMEM;
+	fi->flags |= F_BAD;
+	f->n_inodes++;
+	pr = fsck_problem(f, code, &(struct pctx){.ino = ino, .num = num});
+	if (pr) {
+		if (!fsck_fix(f, FX_INODE_CLEAR, ino, pr))
+			return -ENOMEM;
+		f->ino[f->nino - 1].flags |= F_GONE;
+	}
+	return 0;
+}
+
+/* Queue setting fields of ino for problem code (if the mode allows). */
+static int set_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, unsigned mask,
+		     uint64_t val)
+{
+	struct pend *pr = fsck_problem(f, code, p);
+	struct fino *fi = &f->ino[f->nino - 1];
+	struct fix *x;
+
+	if (!pr)
+		return 0;
+	x = fsck_fix_set(f, fi->ino, pr);
+	if (!x)
+		return -ENOMEM;
+	x->u.set.mask |= mask;
+	if (mask & SET_SIZE)
+		x->u.set.size = fi->size = val;
+	if (mask & SET_PARENT)
+		x->u.set.parent = val;
+	return 0;
+}
+
+static int check_fields(struct fsck *f, const struct kv_inode *in)
+{
+	uint32_t type = in->mode & S_IFMT;
+	struct pctx p = {.ino = in->ino, .str = fsck_type_name(in->mode)};
+	struct pend *pr;
+	int rc = 0;
+
+	if (type == S_IFLNK && in->inline_len == 0) {
+		pr = fsck_problem(f, PR_SYMLINK_EMPTY, &p);
+		if (!pr)
+			return 0;
+		if (!fsck_fix(f, FX_INODE_CLEAR, in->ino, pr))
+			return -ENOMEM;
+		f->ino[f->nino - 1].flags |= F_GONE;
+		return 0; /* nothing else to mend on it */
+	}
+	if (in->flags) {
+		p.num = in->flags;
+		rc = set_field(f, PR_INODE_FLAGS, &p, SET_FLAGS, 0);
+	}
+	if (!rc && type != S_IFLNK && in->inline_len) {
+		p.num = in->inline_len;
+		rc = set_field(f, PR_INODE_INLINE, &p, SET_NOINLINE, 0);
+	}
+	if (!rc && type == S_IFLNK && in->size != in->inline_len) {
+		p.num = in->size;
+		p.num2 = in->inline_len;
+		rc = set_field(f, PR_SYMLINK_SIZE, &p, SET_SIZE, in->inline_len);
+	}
+	if (!rc && (type == S_IFCHR || type == S_IFBLK || type == S_IFIFO || type == S_IFSOCK) &&
+	    in->size) {
+		p.num = in->size;
+		rc = set_field(f, PR_SPECIAL_SIZE, &p, SET_SIZE, 0);
+	}
+	if (!rc && type != S_IFDIR && in->parent) {
+		p.num = in->parent;
+		rc = set_field(f, PR_PARENT_NONDIR, &p, SET_PARENT, 0);
+	}
+	if (!rc && type == S_IFREG && in->size > FILE_SIZE_MAX) {
+		p.num = in->size;
+		p.num2 = FILE_SIZE_MAX;
+		rc = set_field(f, PR_FILE_SIZE, &p, SET_SIZE, FILE_SIZE_MAX);
+	}
+	return rc;
+}
+
+static int check_inode(struct fsck *f, uint64_t ino, const void *v, size_t vl, int orphan)
+{
+	struct kv_inode in;
+	struct fino *fi;
+	int rc = kv_decode_inode(ino, v, vl, &in);
+
+	if (ino == KV_ROOT_INO && (rc || !S_ISDIR(in.mode))) {
+		int fixed = root_repair(f, rc ? 0 : in.mode, 0);
+		if (fixed)
+			return fixed < 0 ? fixed : 0;
+		if (rc || !known_type(in.mode)) { /* reported as the root's problem */
+			fi = fsck_add_inode(f, ino, 0, 0);
+			if (!fi)
+				return -ENOMEM;
+			fi->flags |= F_BAD;
+			f->n_inodes++;
+			return 0;
+		}
+	}
+	if (rc)
+		return damaged(f, PR_INODE_BAD_RECORD, ino, vl);
+	if (!known_type(in.mode))
+		return damaged(f, PR_INODE_BAD_TYPE, ino, in.mode);
+	fi = fsck_add_inode(f, ino, in.mode, S_ISDIR(in.mode));
+	if (!fi)
+		return -ENOMEM;
+	fi->nlink = in.nlink;
+	fi->size = in.size;
+	fi->nblocks = in.nblocks;
+	if (orphan)
+		fi->flags |= F_ORPHAN;
+	if (S_ISDIR(in.mode)) {
+		fino_dir(f, fi)->parent = in.parent;
+		f->n_dirs++;
+	} else {
+		f->n_files++;
+	}
+	f->n_inodes++;
+	return check_fields(f, &in);
+}
+
+/* The next well-formed orphan key into *ino (UINT64_MAX at the end). */
+static int next_orphan(kv_iter *it, uint64_t *ino)
+{
+	const void *k, *v;
+	size_t kl, vl;
+	int rc;
+
+	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0)
+		if (kl == 8) {
+			*ino = kv_key_u64(k);
+			return 0;
+		}
+	*ino = UINT64_MAX;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int walk(struct fsck *f, kv_iter *it, kv_iter *oit)
+{
+	uint64_t ino, orphan;
+	const void *k, *v;
+	size_t kl, vl;
+	int rc, seen_root = 0;
+
+	rc = next_orphan(oit, &orphan);
+	while (!rc && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		fsck_tick(f, 1);
+		if (kl != 8 || (ino = kv_key_u64(k)) == 0) {
+			struct pend *pr = fsck_problem(f, PR_INODE_BAD_KEY,
+						       &(struct pctx){.num = kl});
+			if (pr)
+				rc = fsck_fix_del(f, KV_DB_INODE, k, kl, 0, pr);
+			continue;
+		}
+		if (ino > f->max_key)
+			f->max_key = ino;
+		if (!seen_root && ino > KV_ROOT_INO && (rc = root_repair(f, 0, 1)) < 0)
+			break;
+		rc = 0;
+		seen_root = 1;
+		while (!rc && orphan < ino)
+			rc = next_orphan(oit, &orphan);
+		if (!rc)
+			rc = check_inode(f, ino, v, vl, orphan == ino);
+	}
+	if (rc != -ENOENT)
+		return rc ? rc : -EIO;
+	if (!seen_root && (rc = root_repair(f, 0, 1)) < 0)
+		return rc;
+	return 0;
+}
+
+int fsck_pass2(struct fsck *f)
+{
+	kv_iter *it = NULL, *oit = NULL;
+	struct fino *root;
+	int rc;
+
+	rc = fsck_reserve(f, f->prog_total + 2, 1024);
+	if (!rc)
+		rc = kv_iter_open(f->txn, KV_DB_INODE, &it);
+	if (!rc)
+		rc = kv_iter_open(f->txn, KV_DB_ORPHAN, &oit);
+	if (!rc)
+		rc = walk(f, it, oit);
+	kv_iter_close(oit);
+	kv_iter_close(it);
+	if (!rc)
+		rc = fsck_reserve(f, 2, 2);
+	if (rc)
+		return rc;
+	root = f->nino ? &f->ino[0] : NULL;
+	f->root_ok = root && root->ino == KV_ROOT_INO && fino_live(root) && S_ISDIR(root->mode);
+	fsck_info(f, "  %llu inodes: %llu directories, %llu others", (unsigned long long)f->n_inodes,
+		  (unsigned long long)f->n_dirs, (unsigned long long)f->n_files);
+	return 0;
+}

@@ -1,0 +1,153 @@
+/*
+ * pass5.c - pass 5: data blocks. One walk of the data database in key
+ * order, in step with the index (keys are ino, block index): every block's
+ * bytes are read and checksummed.
+ *
+ * Per block: a well-formed key; an owner that exists and is a regular file;
+ * a place below the file's size (a block wholly past it is dropped, one
+ * that straddles it is trimmed at it, as truncate would have); a length of
+ * 1 to the block size; its checksum. A damaged block is dropped, the file
+ * keeping a hole there; the problem names the inode, the block and its
+ * offset. Per inode, once its blocks are known: nblocks equals the blocks
+ * that stay stored (every inode, also those with no block at all).
+ *
+ * Invariants:
+ *  1. The walk and the index advance together: each inode's blocks are
+ *     counted in one run, then its count is checked and the index moves on.
+ *  2. A block that is left where it is counts, damaged or not: nblocks is
+ *     the number of records stored, as kv_data_* keep it.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "fsck.h"
+
+#define CSUM_LEN 8
+
+static int check_count(struct fsck *f, struct fino *fi, uint64_t counted)
+{
+	struct pctx p = {.ino = fi->ino, .num = fi->nblocks, .num2 = counted};
+	struct pend *pr;
+	struct fix *x;
+
+	if (!fino_live(fi) || (fi->flags & F_BAD) || fi->nblocks == counted)
+		return 0;
+	pr = fsck_problem(f, PR_NBLOCKS, &p);
+	if (!pr)
+		return 0;
+	x = fsck_fix_set(f, fi->ino, pr);
+	if (!x)
+		return -ENOMEM;
+	x->u.set.mask |= SET_NBLOCKS;
+	x->u.set.nblocks = fi->nblocks = counted;
+	return 0;
+}
+
+/* Report problem code for the block at key; drop it when repaired.
+ * 1: dropped. */
+static int drop(struct fsck *f, enum fsck_pr code, struct pctx *p, const void *key)
+{
+	struct pend *pr = fsck_problem(f, code, p);
+
+	if (!pr)
+		return 0;
+	return fsck_fix_del(f, KV_DB_DATA, key, 16, p->ino, pr) ? -ENOMEM : 1;
+}
+
+/* Check one block of a live owner; 1 when it is dropped. */
+static int check_block(struct fsck *f, struct fino *fi, uint64_t idx, const void *key,
+		       const void *v, size_t vl)
+{
+	struct pctx p = {.ino = fi->ino, .num = idx, .str = fsck_type_name(fi->mode)};
+	uint64_t off = idx <= UINT64_MAX / f->bs ? idx * f->bs : UINT64_MAX;
+	struct pend *pr;
+	struct fix *x;
+	size_t len;
+
+	if (fi->flags & F_BAD)
+		return 0; /* its type is unknown: the block stays with it */
+	if (!S_ISREG(fi->mode))
+		return drop(f, PR_BLOCK_NOT_FILE, &p, key);
+	p.num2 = fi->size;
+	if (off >= fi->size)
+		return drop(f, PR_BLOCK_PAST_EOF, &p, key);
+	p.num2 = off;
+	if (vl <= CSUM_LEN || vl > (size_t)f->bs + CSUM_LEN)
+		return drop(f, PR_BLOCK_BAD_LEN, &p, key);
+	if (kv_check_block(f->env, fi->ino, idx, v, vl, &len) != 0)
+		return drop(f, PR_BLOCK_CSUM, &p, key);
+	f->n_bytes += len;
+	if (off + len <= fi->size)
+		return 0;
+	p.num2 = fi->size;
+	pr = fsck_problem(f, PR_BLOCK_TAIL, &p);
+	if (pr) {
+		x = fsck_fix(f, FX_BLOCK_TRIM, fi->ino, pr);
+		if (!x)
+			return -ENOMEM;
+		x->u.trim.size = fi->size;
+		x->u.trim.end = off + f->bs;
+	}
+	return 0;
+}
+
+static int walk(struct fsck *f, kv_iter *it)
+{
+	const void *k, *v;
+	size_t kl, vl, ci = 0;
+	uint64_t counted = 0;
+	int rc;
+
+	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		uint64_t ino, idx;
+		struct fino *fi;
+
+		fsck_tick(f, 1);
+		if (kl != 16) {
+			struct pend *pr = fsck_problem(f, PR_BLOCK_BAD_KEY,
+						       &(struct pctx){.num = kl});
+			if (pr && (rc = fsck_fix_del(f, KV_DB_DATA, k, kl, 0, pr)) != 0)
+				return rc;
+			continue;
+		}
+		ino = kv_key_u64(k);
+		idx = kv_key_u64((const unsigned char *)k + 8);
+		for (; ci < f->nino && f->ino[ci].ino < ino; ci++, counted = 0)
+			if ((rc = check_count(f, &f->ino[ci], counted)) != 0)
+				return rc;
+		f->n_blocks++;
+		fi = ci < f->nino && f->ino[ci].ino == ino ? &f->ino[ci] : NULL;
+		if (!fi || !fino_live(fi)) {
+			rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = idx}, k);
+			if (rc == 0 && ino > f->max_key)
+				f->max_key = ino; /* it stays: no new inode may inherit it */
+		} else {
+			rc = check_block(f, fi, idx, k, v, vl);
+			if (rc == 0)
+				counted++;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	for (; ci < f->nino; ci++, counted = 0)
+		if ((rc = check_count(f, &f->ino[ci], counted)) != 0)
+			return rc;
+	return 0;
+}
+
+int fsck_pass5(struct fsck *f)
+{
+	kv_iter *it;
+	int rc = kv_iter_open(f->txn, KV_DB_DATA, &it);
+
+	if (rc)
+		return rc;
+	rc = walk(f, it);
+	kv_iter_close(it);
+	fsck_info(f, "  %llu blocks, %llu bytes verified", (unsigned long long)f->n_blocks,
+		  (unsigned long long)f->n_bytes);
+	return rc;
+}

@@ -1,0 +1,89 @@
+/*
+ * pass6.c - pass 6: extended attributes. One walk of the xattr database in
+ * key order (ino, then name), in step with the index.
+ *
+ * Per attribute: a key of an ino and a name of 1 to 255 bytes; a name with
+ * no NUL and a namespace kvfs knows (user., trusted., security., system.);
+ * a value of at most 64 KiB; an owner that exists.
+ *
+ * Invariants:
+ *  1. An attribute whose owner is missing and that is left in place raises
+ *     the counter's floor (f->max_key): a new inode must not inherit it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fsck.h"
+
+static int known_namespace(const char *name, size_t len)
+{
+	static const char *const ns[] = {"user.", "trusted.", "security.", "system."};
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		size_t n = strlen(ns[i]);
+		if (len > n && memcmp(name, ns[i], n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, const void *k,
+		       size_t kl, size_t vl)
+{
+	const char *name = (const char *)k + 8;
+	size_t nlen = kl - 8;
+	struct pctx p = {.ino = ino, .name = name, .namelen = nlen, .num = vl,
+			 .num2 = KV_XATTR_SIZE_MAX};
+	enum fsck_pr code;
+	struct pend *pr;
+
+	if (!fi || !fino_live(fi))
+		code = PR_XATTR_NO_OWNER;
+	else if (memchr(name, '\0', nlen) || !known_namespace(name, nlen))
+		code = PR_XATTR_BAD_NAME;
+	else if (vl > KV_XATTR_SIZE_MAX)
+		code = PR_XATTR_TOO_BIG;
+	else
+		return 0;
+	pr = fsck_problem(f, code, &p);
+	if (pr)
+		return fsck_fix_del(f, KV_DB_XATTR, k, kl, ino, pr);
+	if (code == PR_XATTR_NO_OWNER && ino > f->max_key)
+		f->max_key = ino;
+	return 0;
+}
+
+int fsck_pass6(struct fsck *f)
+{
+	const void *k, *v;
+	size_t kl, vl, ci = 0;
+	kv_iter *it;
+	int rc;
+
+	rc = kv_iter_open(f->txn, KV_DB_XATTR, &it);
+	if (rc)
+		return rc;
+	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		uint64_t ino;
+
+		fsck_tick(f, 1);
+		if (kl < 9 || kl > 8 + KV_XATTR_NAME_MAX) {
+			struct pend *pr = fsck_problem(f, PR_XATTR_BAD_KEY,
+						       &(struct pctx){.num = kl});
+			if (pr && (rc = fsck_fix_del(f, KV_DB_XATTR, k, kl, 0, pr)) != 0)
+				break;
+			continue;
+		}
+		ino = kv_key_u64(k);
+		while (ci < f->nino && f->ino[ci].ino < ino)
+			ci++;
+		f->n_xattrs++;
+		rc = check_xattr(f, ci < f->nino && f->ino[ci].ino == ino ? &f->ino[ci] : NULL,
+				 ino, k, kl, vl);
+		if (rc)
+			break;
+	}
+	kv_iter_close(it);
+	fsck_info(f, "  %llu extended attributes", (unsigned long long)f->n_xattrs);
+	return rc == -ENOENT ? 0 : rc;
+}
