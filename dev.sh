@@ -6,8 +6,9 @@
 #   ./dev.sh test   install missing packages, build, run the whole test suite
 #   ./dev.sh down   unmount the default image
 #   ./dev.sh check  what CI runs: test, then the whole suite again under
-#                   ASan+UBSan (build-asan/) and the unit tests under
-#                   valgrind memcheck; any report fails it
+#                   ASan+UBSan (build-asan/), the unit tests under valgrind
+#                   memcheck, and the Debian package test (tests/pkg/); any
+#                   report fails it
 #
 # Environment: KVFS_IMAGE (default /var/lib/kvfs/default.img),
 # KVFS_MNT (default /mnt/kvfs), BUILD_DIR (default ./build),
@@ -23,7 +24,7 @@ MNT=${KVFS_MNT:-/mnt/kvfs}
 # Debian 12 packages: build, run and test.
 PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
 	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 python3-lmdb procps
-	psmisc util-linux valgrind fio fuse2fs e2fsprogs gnuplot-nox)
+	psmisc util-linux valgrind debhelper dpkg-dev man-db fio fuse2fs e2fsprogs gnuplot-nox)
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -104,7 +105,11 @@ cmd_check() {
 		fi
 	done
 	echo "valgrind: $((runs - fails)) passed, $fails failed"
-	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ]
+	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ] || return 1
+	say "the Debian package: build, install, mount via fstab, fsck, man, purge"
+	local rc=0
+	bash "$ROOT/tests/pkg/test_deb.sh" "$ROOT" || rc=$?
+	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]
 }
 
 case "${1:-}" in

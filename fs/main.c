@@ -89,12 +89,18 @@ static const struct fuse_lowlevel_ops ops = {
 
 static int use_syslog;
 
+/* Every line names the image, so a log shared by several mounts says which. */
 static void log_line(const char *line)
 {
+	const char *img = fs.cfg.image ? fs.cfg.image : "";
+	const char *sep = fs.cfg.image ? ": " : "";
+
+	if (strncmp(line, img, strlen(img)) == 0) /* the line names it already */
+		img = sep = "";
 	if (use_syslog)
-		syslog(LOG_ERR, "%s", line);
+		syslog(LOG_ERR, "%s%s%s", img, sep, line);
 	else
-		fprintf(stderr, "kvfs: %s\n", line);
+		fprintf(stderr, "kvfs: %s%s%s\n", img, sep, line);
 }
 
 void fs_log(const char *fmt, ...)
