@@ -1,0 +1,33 @@
+#!/bin/bash
+# test_completion.sh - the bash completion offers kvfs-dump's commands and
+# databases and completes mount options inside a comma-separated list.
+COMP_FILE=$1
+BC=/usr/share/bash-completion/bash_completion
+[ -r "$BC" ] || { echo "SKIP: bash-completion not installed"; exit 77; }
+# shellcheck disable=SC1090
+source "$BC"
+source "$COMP_FILE"
+passes=0 fails=0
+complete_line() { # function, words...
+	local fn=$1; shift
+	COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+	COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+	COMPREPLY=()
+	"$fn"
+	echo "${COMPREPLY[*]}"
+}
+expect() { # name, got, wanted
+	if [ "$2" = "$3" ]; then passes=$((passes + 1)); else
+		echo "FAIL: $1: got '$2', wanted '$3'"; fails=$((fails + 1)); fi
+}
+expect "dump commands" "$(complete_line _kvfs_dump kvfs-dump img '')" \
+	"summary tree inode keys export backup"
+expect "dump command prefix" "$(complete_line _kvfs_dump kvfs-dump img ex)" "export"
+expect "dump databases" "$(complete_line _kvfs_dump kvfs-dump img keys d)" "dirent data"
+expect "mount option in a list" "$(complete_line _kvfs kvfs img mnt -o ro,dura)" \
+	"ro,durability=full ro,durability=fsync ro,durability=none"
+expect "mount option" "$(complete_line _kvfs kvfs img mnt -o nocache)" \
+	"nocachedir nocachesymlinks"
+expect "fsck flags" "$(complete_line _fsck_kvfs fsck.kvfs --j)" "--json"
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
