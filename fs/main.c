@@ -363,6 +363,13 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		fprintf(stderr, "kvfs: bad mountpoint '%s': %s\n", mnt_arg, strerror(errno));
 		return 1;
 	}
+	{
+		struct stat st;
+		if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "kvfs: mountpoint '%s' is not a directory\n", mnt_arg);
+			return 1;
+		}
+	}
 	fs.cfg.mountpoint = strdup(path);
 	fs.cfg.timeout = c->timeout;
 	fs.cfg.max_write = c->max_write;

@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -574,6 +575,18 @@ read_end:
 	if (fstat(e->lock_fd, &st) == 0)
 		u->file_bytes = (uint64_t)st.st_size;
 	return rc;
+}
+
+int kv_disk_full(kv_env *e)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(e->lock_fd, &sv) != 0)
+		return 0;
+	if ((uint64_t)sv.f_bavail * sv.f_frsize >= 1024 * 1024)
+		return 0;
+	kv_log("%s: the filesystem holding the image is full", e->path);
+	return 1;
 }
 
 /* Grow the map (writer thread only, between transactions). */

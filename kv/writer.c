@@ -131,7 +131,9 @@ static void run_batch(kv_env *e, struct kv_op *start)
 		}
 		if (rc) {
 			/* store_super gave an errno; LMDB codes are positive or below -30000 */
-			if (rc > 0 || rc < -4095)
+			if (rc == EIO && kv_disk_full(e))
+				rc = -ENOSPC;
+			else if (rc > 0 || rc < -4095)
 				rc = kv_err(NULL, rc, "commit batch");
 			for (op = start; op != stop; op = op->next)
 				if (op->rc == 0)

@@ -1,7 +1,7 @@
 # Mounted tests beyond the syscall suite: each script mounts a real kvfs
 # under a temporary directory. Exit 77 (skipped) where /dev/fuse is missing.
 # Included from tests/CMakeLists.txt; paths are relative to this file.
-set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>")
+set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>")
 set(FS_TESTS ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(concurrency ${FS_TESTS}/concurrency.c)
@@ -22,3 +22,4 @@ kvfs_mount_test(bigdir test_bigdir.sh $<TARGET_FILE:bigdir>)
 kvfs_mount_test(mount test_mount.sh)
 kvfs_mount_test(options test_options.sh)
 
+kvfs_mount_test(faults test_faults.sh)

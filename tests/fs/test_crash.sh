@@ -23,9 +23,19 @@ for round in $(seq 1 "$ROUNDS"); do
 	[ "$rc" -le 1 ] || { echo "FAIL: round $round: worker exit $rc"; fails=$((fails + 1)); }
 	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
 	kvfs_wait_closed
+	if [ -n "${FSCK_BIN:-}" ] && ! "$FSCK_BIN" -n "$IMG" >"$T/fsck.out" 2>&1; then
+		cat "$T/fsck.out"
+		echo "FAIL: round $round ($mode): fsck -n after the kill"
+		fails=$((fails + 1))
+	fi
 	kvfs_mount -o durability=$mode
 	if ! "$BIN" check "$MNT" "$T/log"; then
 		echo "FAIL: round $round ($mode)"
+		fails=$((fails + 1))
+	fi
+	if [ -n "${FSCK_BIN:-}" ] && ! "$FSCK_BIN" -n "$IMG" >"$T/fsck.out" 2>&1; then
+		cat "$T/fsck.out"
+		echo "FAIL: round $round ($mode): fsck -n of the live image"
 		fails=$((fails + 1))
 	fi
 	orphans=$(mdb_stat -n -s orphan "$IMG" | sed -n 's/^ *Entries: //p')
