@@ -7,8 +7,8 @@
 #   ./dev.sh down   unmount the default image
 #   ./dev.sh check  what CI runs: test, then the whole suite again under
 #                   ASan+UBSan (build-asan/), the unit tests under valgrind
-#                   memcheck, and the Debian package test (tests/pkg/); any
-#                   report fails it
+#                   memcheck, 60 s of fuzzing (tests/fuzz/), and the Debian
+#                   package test (tests/pkg/); any report fails it
 #
 # Environment: KVFS_IMAGE (default /var/lib/kvfs/default.img),
 # KVFS_MNT (default /mnt/kvfs), BUILD_DIR (default ./build),
@@ -24,7 +24,7 @@ MNT=${KVFS_MNT:-/mnt/kvfs}
 # Debian 12 packages: build, run and test.
 PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
 	libcmocka-dev libxxhash-dev libarchive-dev attr acl python3 python3-lmdb procps
-	psmisc util-linux valgrind debhelper dpkg-dev man-db bash-completion fio fuse2fs e2fsprogs gnuplot-nox)
+	psmisc util-linux valgrind debhelper dpkg-dev man-db bash-completion clang fio fuse2fs e2fsprogs gnuplot-nox)
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -106,6 +106,13 @@ cmd_check() {
 	done
 	echo "valgrind: $((runs - fails)) passed, $fails failed"
 	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ] || return 1
+	say "fuzzing image open, fsck and dump for 60 s (libFuzzer, ASan, UBSan)"
+	bash "$ROOT/tests/fuzz/build.sh" "$ROOT/build-fuzz" >/dev/null
+	rm -rf "$ROOT/build-fuzz/corpus" && cp -r "$ROOT/tests/corpus/fuzz_image" "$ROOT/build-fuzz/corpus"
+	"$ROOT/build-fuzz/fuzz_image" -max_total_time=60 -timeout=10 -close_fd_mask=3 \
+		-artifact_prefix="$ROOT/build-fuzz/" "$ROOT/build-fuzz/corpus" 2>"$ROOT/build-fuzz/fuzz.log" ||
+		{ tail -60 "$ROOT/build-fuzz/fuzz.log"; echo "fuzz: 0 passed, 1 failed"; return 1; }
+	grep -E "^Done [0-9]+ runs" "$ROOT/build-fuzz/fuzz.log"
 	say "the Debian package: build, install, mount via fstab, fsck, man, purge"
 	local rc=0
 	bash "$ROOT/tests/pkg/test_deb.sh" "$ROOT" || rc=$?

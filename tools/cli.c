@@ -178,7 +178,7 @@ void cli_format_bytes(uint64_t n, char *out, size_t outlen)
 	snprintf(out, outlen, "%.1f %s", v, units[u]);
 }
 
-#ifndef __SANITIZE_ADDRESS__
+#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
 static char crash_msg[512];
 static size_t crash_len;
 

@@ -184,7 +184,7 @@ static void log_line(const char *line)
 		fprintf(stderr, "%s: kv: %s\n", cli_prog, line);
 }
 
-#ifndef __SANITIZE_ADDRESS__
+#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
 static void on_fault(int sig)
 {
 	static const char msg[] = ": fatal: memory fault while reading the image "
@@ -199,7 +199,7 @@ static void on_fault(int sig)
 
 static void catch_faults(void)
 {
-#ifndef __SANITIZE_ADDRESS__
+#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
