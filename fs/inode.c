@@ -276,8 +276,11 @@ static int apply_setattr(kv_txn *t, void *arg)
 		/* Without the writeback cache the kernel sends a truncate with
 		 * no time bits and leaves the times to kvfs: they change even
 		 * when the size stays, as POSIX asks of truncate(2) and Linux
-		 * does for ftruncate(2) and open(O_TRUNC) */
-		if (!(a->to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+		 * does for ftruncate(2) and open(O_TRUNC). With it the kernel
+		 * owns the times and sends them when they change: none sent,
+		 * none changed, or the store would disagree with its cache. */
+		if (!fs.cfg.writeback &&
+		    !(a->to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
 			in->mtime_ns = now;
 		if ((uint64_t)at->st_size != in->size) {
 			rc = kv_data_truncate(t, in, (uint64_t)at->st_size);
@@ -370,6 +373,9 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* what the kernel will do, not what was asked for (setattr and lseek
+	 * act on it) */
+	fs.cfg.writeback = !!(conn->want & FUSE_CAP_WRITEBACK_CACHE);
 	if (fs.cfg.cache_symlinks && (conn->capable & FUSE_CAP_CACHE_SYMLINKS))
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (!fs.cfg.readdirplus)

@@ -22,4 +22,7 @@ kvfs_mount_test(bigdir test_bigdir.sh $<TARGET_FILE:bigdir>)
 kvfs_mount_test(mount test_mount.sh)
 kvfs_mount_test(options test_options.sh)
 
+# Permissions between users on an allow_other mount (runs as root; skipped
+# otherwise): an unprivileged user against root's files and its own.
+kvfs_mount_test(multiuser test_multiuser.sh)
 kvfs_mount_test(faults test_faults.sh)

@@ -1,0 +1,934 @@
+/*
+ * ops.c - the operations of the differential tester: their generation from a
+ * seed, their execution on one side, and a readable line for each
+ * (compare.c compares what the two sides gave).
+ *
+ * The namespace is small on purpose (difftest.h invariant 1): 18 paths of up
+ * to three levels over the names a, b, c, d0, d1, plus ".", a 255-byte name
+ * and a 256-byte one, so creates, renames and removals collide all the time
+ * and every errno of the namespace calls comes up. Any name may be made a
+ * file, a directory, a symlink or a FIFO.
+ *
+ * Not generated, and why:
+ *  - SEEK_DATA/SEEK_HOLE: under the writeback cache the kernel answers them
+ *    from its own size (all data), and tmpfs answers at page granularity
+ *    where kvfs answers at its block size: legitimately different answers.
+ *  - system.* xattrs (POSIX ACLs): kvfs implements no ACLs; tmpfs does.
+ *  - device nodes (opening one reaches a real driver), O_DIRECT, O_TMPFILE.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "difftest.h"
+
+#define P_DOT 18
+#define P_L255 19
+#define P_L256 20
+#define NPATHS 21
+#define READ_MAX (4 << 20)
+
+static char long255[256], long256[257];
+static const char *paths[NPATHS] = {
+	"a", "b", "c", "d0", "d1",
+	"d0/a", "d0/b", "d0/d0", "d0/d1", "d1/a", "d1/b", "d1/d0", "d1/d1",
+	"d0/d0/a", "d0/d0/b", "d0/d1/a", "d1/d0/a", "d1/d1/b",
+	".", long255, long256,
+};
+static const uint8_t dir_paths[] = {3, 4, 7, 8, 11, 12};
+static const uint8_t file_paths[] = {0, 1, 2, 5, 6, 9, 10, 13, 14, 15, 16, 17};
+enum { ANY, DIR_NAME, FILE_NAME }; /* the kind of name a path pick prefers */
+
+/* Symlink targets: relative ones never climb out of the run directory (a
+ * create through a dangling link makes a name inside it), one longer than a
+ * name, the longest target Linux allows and one byte more. */
+static char target300[301], target4095[4096], target4096[4097];
+static const char *targets[] = {
+	"a", "b", "d0", "d0/a", "d1/d0/a", "d0/../c", "x", "nothere/x", "",
+	target300, target4095, target4096,
+};
+#define NTARGETS (sizeof(targets) / sizeof(targets[0]))
+
+static char xname200[210], xname256[270];
+static const char *xnames[] = {"user.a", "user.b", "user.c", xname200, "trusted.t", xname256};
+#define NXNAMES (sizeof(xnames) / sizeof(xnames[0]))
+
+static const uint32_t file_modes[] = {0644, 0600, 0755, 0444, 0000, 04755, 02755, 06755,
+				      02645, 01777, 0640};
+static const uint32_t dir_modes[] = {0755, 0700, 0777, 0555, 02755, 01777, 0711};
+static const int32_t ids[] = {0, 1000, 65534, -1};
+
+static const char *const kind_names[OP_NKINDS] = {
+	"open", "close", "write", "pwrite", "read", "pread", "lseek", "ftruncate",
+	"truncate", "fallocate", "fsync", "fstat", "stat", "mkdir", "rmdir", "unlink",
+	"rename", "link", "symlink", "readlink", "mkfifo", "setxattr", "fsetxattr",
+	"removexattr", "getxattr", "listxattr", "chmod", "fchmod", "chown", "utimensat",
+	"futimens", "readdir", "readfile", "mmap", "copy_file_range",
+};
+
+/* Relative frequency of each kind. */
+static const uint8_t weights[OP_NKINDS] = {
+	[OP_OPEN] = 12, [OP_CLOSE] = 2, [OP_WRITE] = 5, [OP_PWRITE] = 10, [OP_READ] = 2,
+	[OP_PREAD] = 7, [OP_LSEEK] = 2, [OP_FTRUNCATE] = 3, [OP_TRUNCATE] = 3,
+	[OP_FALLOCATE] = 3, [OP_FSYNC] = 1, [OP_FSTAT] = 3, [OP_STAT] = 3, [OP_MKDIR] = 6,
+	[OP_RMDIR] = 4, [OP_UNLINK] = 5, [OP_RENAME] = 7, [OP_LINK] = 3, [OP_SYMLINK] = 3,
+	[OP_READLINK] = 2, [OP_MKFIFO] = 1, [OP_SETXATTR] = 3, [OP_FSETXATTR] = 1,
+	[OP_REMOVEXATTR] = 2, [OP_GETXATTR] = 2, [OP_LISTXATTR] = 1, [OP_CHMOD] = 2,
+	[OP_FCHMOD] = 1, [OP_CHOWN] = 1, [OP_UTIMENS] = 2, [OP_FUTIMENS] = 1,
+	[OP_READDIR] = 3, [OP_READFILE] = 3, [OP_MMAP] = 3, [OP_COPY] = 2,
+};
+
+void ops_init(void)
+{
+	memset(long255, 'n', 255);
+	memset(long256, 'n', 256);
+	for (int i = 0; i < 300; i += 2)
+		memcpy(target300 + i, i < 298 ? "t/" : "tt", 2);
+	memset(target4095, 'm', 4095);
+	memset(target4096, 'm', 4096);
+	snprintf(xname200, sizeof(xname200), "user.%0195d", 7);
+	snprintf(xname256, sizeof(xname256), "user.%0251d", 7);
+}
+
+/* ------------------------------------------------------------ generate -- */
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t below(uint64_t *s, uint64_t n)
+{
+	return rnd(s) % n;
+}
+
+static int chance(uint64_t *s, unsigned pct)
+{
+	return below(s, 100) < pct;
+}
+
+static uint8_t pick_path(uint64_t *s, int want)
+{
+	unsigned r = (unsigned)below(s, 100);
+
+	if (r < 2)
+		return P_DOT;
+	if (r < 4)
+		return P_L255;
+	if (r < 5)
+		return P_L256;
+	if (want == DIR_NAME && chance(s, 85))
+		return dir_paths[below(s, sizeof(dir_paths))];
+	if (want == FILE_NAME && chance(s, 85))
+		return file_paths[below(s, sizeof(file_paths))];
+	r = (unsigned)below(s, 100);
+	if (r < 40)
+		return (uint8_t)below(s, 5);
+	if (r < 75)
+		return (uint8_t)(5 + below(s, 8));
+	return (uint8_t)(13 + below(s, 5));
+}
+
+/* Offsets: mostly inside the first blocks, often on either side of a block
+ * boundary of kvfs (4072) or of a page (4096), sometimes far (sparse). */
+static uint64_t gen_off(uint64_t *s)
+{
+	unsigned r = (unsigned)below(s, 100);
+	uint64_t k = below(s, 20), d = below(s, 7);
+
+	if (r < 45)
+		return below(s, 8192);
+	if (r < 75)
+		return below(s, 65536);
+	if (r < 85)
+		return k * 4072 + d >= 3 ? k * 4072 + d - 3 : 0;
+	if (r < 95)
+		return k * 4096 + d >= 3 ? k * 4096 + d - 3 : 0;
+	return below(s, 1 << 20);
+}
+
+static uint64_t gen_len(uint64_t *s)
+{
+	unsigned r = (unsigned)below(s, 100);
+
+	if (r < 5)
+		return 0;
+	if (r < 40)
+		return 1 + below(s, 100);
+	if (r < 80)
+		return 100 + below(s, 4900);
+	return 5000 + below(s, 15000);
+}
+
+static uint64_t gen_size(uint64_t *s)
+{
+	unsigned r = (unsigned)below(s, 100);
+
+	if (r < 15)
+		return 0;
+	if (r < 55)
+		return below(s, 8192);
+	if (r < 90)
+		return below(s, 65536);
+	return below(s, 1200000);
+}
+
+static uint32_t gen_open_flags(uint64_t *s)
+{
+	unsigned r = (unsigned)below(s, 100);
+	uint32_t f = r < 20 ? O_RDONLY : r < 35 ? O_WRONLY : O_RDWR;
+
+	if (chance(s, 70)) {
+		f |= O_CREAT;
+		if (chance(s, 20))
+			f |= O_EXCL;
+	}
+	if (chance(s, 10))
+		f |= O_TRUNC;
+	if (chance(s, 10))
+		f |= O_APPEND;
+	if (chance(s, 5))
+		f |= O_NOFOLLOW;
+	if (chance(s, 5))
+		f |= O_DIRECTORY;
+	return f | O_NONBLOCK; /* a FIFO opens without waiting for its other end */
+}
+
+static void gen_time(uint64_t *s, int64_t t[2])
+{
+	unsigned r = (unsigned)below(s, 100);
+
+	if (r < 60) {
+		t[0] = 1000000000 + (int64_t)below(s, 200000000); /* 2001-2007 */
+		t[1] = (int64_t)below(s, 1000000000);
+	} else {
+		t[0] = 0;
+		t[1] = r < 80 ? UTIME_NOW : UTIME_OMIT;
+	}
+}
+
+static void gen_xattr(uint64_t *s, struct op *op)
+{
+	unsigned r = (unsigned)below(s, 100);
+
+	op->name = (uint8_t)(chance(s, 90) ? below(s, 3) : 3 + below(s, NXNAMES - 3));
+	op->len = r < 10 ? 0 : r < 70 ? 1 + below(s, 64) : r < 95 ? 64 + below(s, 2000)
+		: r < 98 ? below(s, 65537) : 65536 + below(s, 2);
+	r = (unsigned)below(s, 100);
+	op->flags = r < 60 ? 0 : r < 80 ? XATTR_CREATE : XATTR_REPLACE;
+	op->dseed = (uint32_t)rnd(s);
+}
+
+static enum op_kind pick_kind(uint64_t *s)
+{
+	static unsigned total;
+	unsigned r;
+	int k;
+
+	if (!total)
+		for (k = 0; k < OP_NKINDS; k++)
+			total += weights[k];
+	r = (unsigned)below(s, total);
+	for (k = 0; r >= weights[k]; k++)
+		r -= weights[k];
+	return (enum op_kind)k;
+}
+
+static void gen_one(uint64_t *s, struct op *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = (uint8_t)pick_kind(s);
+	op->fd = (uint8_t)below(s, NFDS);
+	op->p1 = pick_path(s, chance(s, 60) ? FILE_NAME : ANY);
+	op->p2 = pick_path(s, chance(s, 60) ? FILE_NAME : ANY);
+	switch (op->kind) {
+	case OP_OPEN:
+		op->flags = gen_open_flags(s);
+		op->mode = file_modes[below(s, sizeof(file_modes) / sizeof(file_modes[0]))];
+		op->p1 = pick_path(s, (op->flags & O_DIRECTORY) || chance(s, 10) ? DIR_NAME
+										: FILE_NAME);
+		break;
+	case OP_WRITE: case OP_PWRITE:
+		op->off = gen_off(s);
+		op->len = gen_len(s);
+		op->dseed = (uint32_t)rnd(s);
+		break;
+	case OP_READ: case OP_PREAD:
+		op->off = gen_off(s);
+		op->len = chance(s, 10) ? 1 << 20 : gen_len(s);
+		break;
+	case OP_MMAP:
+		op->flags = chance(s, 60); /* 1: write through the map */
+		op->off = gen_off(s);
+		op->len = gen_len(s);
+		op->dseed = (uint32_t)rnd(s);
+		break;
+	case OP_COPY:
+		op->fd2 = (uint8_t)below(s, NFDS);
+		op->off = gen_off(s);
+		op->off2 = gen_off(s);
+		op->len = gen_len(s);
+		break;
+	case OP_LSEEK:
+		op->flags = (uint32_t)below(s, 3); /* SEEK_SET, SEEK_CUR, SEEK_END */
+		op->off = below(s, 10000);
+		if (op->flags != SEEK_SET && chance(s, 30))
+			op->off = (uint64_t)-(int64_t)below(s, 5000);
+		break;
+	case OP_FTRUNCATE: case OP_TRUNCATE:
+		op->off = gen_size(s);
+		break;
+	case OP_FALLOCATE: {
+		unsigned r = (unsigned)below(s, 100);
+		op->flags = r < 70 ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+			: r < 85 ? 0 : FALLOC_FL_KEEP_SIZE;
+		op->off = gen_off(s);
+		op->len = gen_len(s);
+		break;
+	}
+	case OP_STAT: case OP_CHOWN: case OP_UTIMENS:
+		op->flags = chance(s, 40) ? AT_SYMLINK_NOFOLLOW : 0;
+		op->uid = ids[below(s, 4)];
+		op->gid = ids[below(s, 4)];
+		gen_time(s, op->at[0]);
+		gen_time(s, op->at[1]);
+		break;
+	case OP_FUTIMENS:
+		gen_time(s, op->at[0]);
+		gen_time(s, op->at[1]);
+		break;
+	case OP_MKDIR:
+		op->p1 = pick_path(s, chance(s, 90) ? DIR_NAME : ANY);
+		op->mode = dir_modes[below(s, sizeof(dir_modes) / sizeof(dir_modes[0]))];
+		break;
+	case OP_RMDIR: case OP_READDIR:
+		op->p1 = pick_path(s, chance(s, 80) ? DIR_NAME : ANY);
+		break;
+	case OP_RENAME: {
+		unsigned r = (unsigned)below(s, 100);
+		op->flags = r < 60 ? 0 : r < 80 ? RENAME_NOREPLACE : RENAME_EXCHANGE;
+		if (chance(s, 30))
+			op->p1 = pick_path(s, DIR_NAME);
+		break;
+	}
+	case OP_LINK:
+		op->flags = chance(s, 20) ? AT_SYMLINK_FOLLOW : 0;
+		break;
+	case OP_SYMLINK:
+		op->name = (uint8_t)(chance(s, 85) ? below(s, 8) : 8 + below(s, NTARGETS - 8));
+		break;
+	case OP_MKFIFO:
+		op->mode = file_modes[below(s, 4)];
+		break;
+	case OP_SETXATTR: case OP_FSETXATTR:
+		gen_xattr(s, op);
+		break;
+	case OP_REMOVEXATTR: case OP_GETXATTR: case OP_LISTXATTR:
+		gen_xattr(s, op);
+		op->flags = chance(s, 30) ? AT_SYMLINK_NOFOLLOW : 0;
+		op->len = below(s, 3); /* buffer: 0 (ask the size), large, 4 bytes */
+		break;
+	case OP_CHMOD: case OP_FCHMOD:
+		op->mode = chance(s, 50) ? file_modes[below(s, sizeof(file_modes) / 4)]
+					 : dir_modes[below(s, sizeof(dir_modes) / 4)];
+		break;
+	default:
+		break;
+	}
+}
+
+void ops_generate(uint64_t seed, struct op *ops, size_t n)
+{
+	uint64_t s = seed * 0x2545f4914f6cdd1dULL + 1;
+
+	for (size_t i = 0; i < n; i++)
+		gen_one(&s, &ops[i]);
+}
+
+/* ----------------------------------------------------------------- run -- */
+
+static void fill(unsigned char *buf, size_t len, uint32_t seed)
+{
+	uint64_t s = seed, x = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0)
+			x = rnd(&s);
+		buf[i] = (unsigned char)(x >> (i % 8 * 8));
+	}
+}
+
+static unsigned char *reserve(struct res *r, size_t n)
+{
+	if (r->cap < n) {
+		unsigned char *p = realloc(r->buf, n);
+		if (!p) {
+			fprintf(stderr, "difftest: out of memory\n");
+			exit(2);
+		}
+		r->buf = p;
+		r->cap = n;
+	}
+	return r->buf;
+}
+
+static void append(struct res *r, const void *p, size_t n)
+{
+	reserve(r, r->len + n + 1);
+	memcpy(r->buf + r->len, p, n);
+	r->len += n;
+	r->buf[r->len] = '\0';
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort the NUL- or newline-separated items of r->buf; one per line. */
+static void sort_items(struct res *r, char sep)
+{
+	char **v, *copy, *p;
+	size_t n = 0, len = r->len;
+
+	if (!len)
+		return;
+	copy = malloc(len + 1);
+	v = malloc((len + 1) * sizeof(*v));
+	if (!copy || !v)
+		exit(2);
+	memcpy(copy, r->buf, len);
+	copy[len] = '\0';
+	for (p = copy; p < copy + len; p += strlen(p) + 1) {
+		char *e = memchr(p, sep, (size_t)(copy + len - p));
+		if (e)
+			*e = '\0';
+		v[n++] = p;
+	}
+	qsort(v, n, sizeof(*v), cmp_str);
+	r->len = 0;
+	for (size_t i = 0; i < n; i++) {
+		append(r, v[i], strlen(v[i]));
+		append(r, "\n", 1);
+	}
+	free(v);
+	free(copy);
+}
+
+/* On the tmpfs side, after op: note where a time may differ, or no longer. */
+static void track_times(const struct op *op, struct side *s, const struct res *r)
+{
+	int fd = s->fds[op->fd];
+	struct stat st;
+
+	if (strcmp(s->name, "tmpfs") || r->ret < 0)
+		return;
+	/* with the writeback cache the kernel reads the page a partial write
+	 * lands in, through the writer's fd: kvfs cannot tell that READ from a
+	 * user's when the fd is open for reading too */
+	if (op->kind == OP_COPY)
+		fd = s->fds[op->fd2];
+	if ((op->kind == OP_WRITE || op->kind == OP_PWRITE || op->kind == OP_MMAP ||
+	     op->kind == OP_COPY) && r->ret > 0 &&
+	    (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR && fstat(fd, &st) == 0)
+		loose_set(st.st_ino, LOOSE_ATIME, 1);
+	if (op->kind == OP_FUTIMENS && fstat(fd, &st) == 0)
+		loose_set(st.st_ino, (op->at[0][1] != UTIME_OMIT ? LOOSE_ATIME : 0) |
+					     (op->at[1][1] != UTIME_OMIT ? LOOSE_MTIME : 0), 0);
+	if (op->kind == OP_UTIMENS && fstatat(s->dfd, paths[op->p1], &st, (int)op->flags) == 0)
+		loose_set(st.st_ino, (op->at[0][1] != UTIME_OMIT ? LOOSE_ATIME : 0) |
+					     (op->at[1][1] != UTIME_OMIT ? LOOSE_MTIME : 0), 0);
+}
+
+static void set_ret(struct res *r, long long ret)
+{
+	r->err = ret < 0 ? errno : 0;
+	r->ret = ret < 0 ? -1 : ret;
+}
+
+static void run_stat(struct res *r, int rc, const struct stat *st)
+{
+	set_ret(r, rc);
+	if (rc == 0) {
+		r->has_attrs = 1;
+		attrs_of(st, &r->a);
+	}
+}
+
+static void run_readdir(const struct op *op, struct side *s, struct res *r)
+{
+	struct dirent *de;
+	char line[300];
+	int fd = openat(s->dfd, paths[op->p1], O_RDONLY | O_DIRECTORY);
+	DIR *d;
+
+	if (fd < 0) {
+		set_ret(r, -1);
+		return;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		set_ret(r, -1);
+		close(fd);
+		return;
+	}
+	errno = 0;
+	while ((de = readdir(d)) != NULL) {
+		int n = snprintf(line, sizeof(line), "%s %d", de->d_name, de->d_type);
+		append(r, line, (size_t)n + 1);
+	}
+	set_ret(r, errno ? -1 : 0);
+	closedir(d);
+	sort_items(r, '\0');
+}
+
+static void run_readfile(const struct op *op, struct side *s, struct res *r)
+{
+	int fd = openat(s->dfd, paths[op->p1], O_RDONLY | O_NONBLOCK);
+	ssize_t n = 0;
+
+	if (fd < 0) {
+		set_ret(r, -1);
+		return;
+	}
+	reserve(r, READ_MAX);
+	while (r->len < READ_MAX && (n = read(fd, r->buf + r->len, READ_MAX - r->len)) > 0)
+		r->len += (size_t)n;
+	set_ret(r, n < 0 ? -1 : (long long)r->len);
+	close(fd);
+}
+
+static void run_xattr(const struct op *op, struct side *s, struct res *r)
+{
+	char path[8192];
+	int nofollow = op->flags & AT_SYMLINK_NOFOLLOW;
+	size_t size = op->len == 0 ? 0 : op->len == 1 ? 65536 : 4;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", s->dir, paths[op->p1]);
+	reserve(r, 65536 + 1);
+	switch (op->kind) {
+	case OP_REMOVEXATTR:
+		set_ret(r, nofollow ? lremovexattr(path, xnames[op->name])
+				    : removexattr(path, xnames[op->name]));
+		break;
+	case OP_GETXATTR:
+		n = nofollow ? lgetxattr(path, xnames[op->name], r->buf, size)
+			     : getxattr(path, xnames[op->name], r->buf, size);
+		set_ret(r, n);
+		r->len = n > 0 && size ? (size_t)n : 0;
+		break;
+	case OP_LISTXATTR:
+		n = nofollow ? llistxattr(path, (char *)r->buf, size)
+			     : listxattr(path, (char *)r->buf, size);
+		set_ret(r, n);
+		r->len = n > 0 && size ? (size_t)n : 0;
+		sort_items(r, '\0'); /* the order of names is unspecified */
+		break;
+	default: {
+		unsigned char *v = reserve(r, op->len + 1);
+		int rc;
+		fill(v, op->len, op->dseed);
+		if (op->kind == OP_FSETXATTR)
+			rc = fsetxattr(s->fds[op->fd], xnames[op->name], v, op->len, (int)op->flags);
+		else
+			rc = setxattr(path, xnames[op->name], v, op->len, (int)op->flags);
+		set_ret(r, rc);
+		break;
+	}
+	}
+}
+
+static void run_open(const struct op *op, struct side *s, struct res *r)
+{
+	int fd = openat(s->dfd, paths[op->p1], (int)op->flags, op->mode);
+
+	set_ret(r, fd < 0 ? -1 : 0); /* fd numbers may differ */
+	if (fd < 0)
+		return; /* the slot keeps what it held */
+	if (s->fds[op->fd] >= 0)
+		close(s->fds[op->fd]);
+	s->fds[op->fd] = fd;
+}
+
+static void run_times(const struct op *op, struct side *s, struct res *r)
+{
+	struct timespec ts[2];
+
+	for (int i = 0; i < 2; i++) {
+		ts[i].tv_sec = op->at[i][0];
+		ts[i].tv_nsec = op->at[i][1];
+	}
+	if (op->kind == OP_FUTIMENS)
+		set_ret(r, futimens(s->fds[op->fd], ts));
+	else
+		set_ret(r, utimensat(s->dfd, paths[op->p1], ts, (int)op->flags));
+}
+
+/* Read or write [off, off + len) of a file through a shared mapping, up to
+ * its size (a page past EOF would be SIGBUS). A write is synced before the
+ * unmap: without the writeback cache its WRITE reaches kvfs only when the
+ * page is written back, and a utimensat made in between would lose to the
+ * mtime that WRITE sets, where tmpfs set it at the fault. */
+static void run_mmap(const struct op *op, struct side *s, struct res *r)
+{
+	int fd = s->fds[op->fd], wr = op->flags & 1;
+	uint64_t end, pg = op->off & ~(uint64_t)4095;
+	struct stat st;
+	unsigned char *p;
+
+	if (fstat(fd, &st) != 0) {
+		set_ret(r, -1);
+		return;
+	}
+	end = op->off + op->len < (uint64_t)st.st_size ? op->off + op->len : (uint64_t)st.st_size;
+	if (!S_ISREG(st.st_mode)) /* the error mmap gives; a directory's size differs */
+		end = op->off + 1;
+	if (end <= op->off)
+		return; /* nothing to map: ret 0 */
+	p = mmap(NULL, end - pg, wr ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
+		 (off_t)pg);
+	if (p == MAP_FAILED) {
+		set_ret(r, -1);
+		return;
+	}
+	if (wr) {
+		fill(p + (op->off - pg), end - op->off, op->dseed);
+		set_ret(r, msync(p, end - pg, MS_SYNC) ? -1 : (long long)(end - op->off));
+	} else {
+		append(r, p + (op->off - pg), end - op->off);
+		r->ret = (long long)(end - op->off);
+	}
+	munmap(p, end - pg);
+}
+
+static void run_copy(const struct op *op, struct side *s, struct res *r)
+{
+	loff_t in = (loff_t)op->off, out = (loff_t)op->off2;
+	ssize_t n = copy_file_range(s->fds[op->fd], &in, s->fds[op->fd2], &out, op->len, 0);
+
+	set_ret(r, n);
+}
+
+void op_run(const struct op *op, struct side *s, struct res *r)
+{
+	const char *p1 = paths[op->p1], *p2 = paths[op->p2];
+	int fd = s->fds[op->fd];
+	struct stat st;
+	ssize_t n;
+
+	r->ret = 0;
+	r->err = 0;
+	r->has_attrs = 0;
+	r->len = 0;
+	reserve(r, 1); /* never NULL, even with nothing in it */
+	errno = 0;
+	switch (op->kind) {
+	case OP_OPEN:
+		run_open(op, s, r);
+		break;
+	case OP_CLOSE:
+		set_ret(r, close(fd));
+		s->fds[op->fd] = -1;
+		break;
+	case OP_WRITE: case OP_PWRITE:
+		fill(reserve(r, op->len + 1), op->len, op->dseed);
+		n = op->kind == OP_WRITE ? write(fd, r->buf, op->len)
+					 : pwrite(fd, r->buf, op->len, (off_t)op->off);
+		set_ret(r, n);
+		break;
+	case OP_READ: case OP_PREAD:
+		reserve(r, op->len + 1);
+		n = op->kind == OP_READ ? read(fd, r->buf, op->len)
+					: pread(fd, r->buf, op->len, (off_t)op->off);
+		set_ret(r, n);
+		r->len = n > 0 ? (size_t)n : 0;
+		break;
+	case OP_LSEEK:
+		/* a directory's offsets are the filesystem's own cookies (tmpfs
+		 * refuses SEEK_END, FUSE takes it): not compared */
+		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+			break;
+		set_ret(r, lseek(fd, (off_t)op->off, (int)op->flags));
+		break;
+	case OP_FTRUNCATE:
+		set_ret(r, ftruncate(fd, (off_t)op->off));
+		break;
+	case OP_TRUNCATE: {
+		char path[8192];
+		/* truncate(2) to the size a file has: POSIX marks the times for
+		 * update; tmpfs does only when the file holds pages, kvfs always
+		 * without the writeback cache and never with it (the kernel's
+		 * times count then): the mtime is not compared until set again */
+		int same = !strcmp(s->name, "tmpfs") && fstatat(s->dfd, p1, &st, 0) == 0 &&
+			   st.st_size == (off_t)op->off;
+		snprintf(path, sizeof(path), "%s/%s", s->dir, p1);
+		set_ret(r, truncate(path, (off_t)op->off));
+		if (same && r->ret == 0)
+			loose_set(st.st_ino, LOOSE_MTIME, 1);
+		break;
+	}
+	case OP_FALLOCATE:
+		set_ret(r, fallocate(fd, (int)op->flags, (off_t)op->off, (off_t)op->len));
+		break;
+	case OP_FSYNC:
+		set_ret(r, fsync(fd));
+		break;
+	case OP_FSTAT:
+		run_stat(r, fstat(fd, &st), &st);
+		break;
+	case OP_STAT:
+		run_stat(r, fstatat(s->dfd, p1, &st, (int)op->flags), &st);
+		break;
+	case OP_MKDIR:
+		set_ret(r, mkdirat(s->dfd, p1, op->mode));
+		break;
+	case OP_RMDIR:
+		set_ret(r, unlinkat(s->dfd, p1, AT_REMOVEDIR));
+		break;
+	case OP_UNLINK:
+		set_ret(r, unlinkat(s->dfd, p1, 0));
+		break;
+	case OP_RENAME:
+		set_ret(r, renameat2(s->dfd, p1, s->dfd, p2, op->flags));
+		break;
+	case OP_LINK:
+		set_ret(r, linkat(s->dfd, p1, s->dfd, p2, (int)op->flags));
+		break;
+	case OP_SYMLINK:
+		set_ret(r, symlinkat(targets[op->name], s->dfd, p1));
+		break;
+	case OP_READLINK:
+		reserve(r, 8192);
+		n = readlinkat(s->dfd, p1, (char *)r->buf, 8192);
+		set_ret(r, n);
+		r->len = n > 0 ? (size_t)n : 0;
+		break;
+	case OP_MKFIFO:
+		set_ret(r, mkfifoat(s->dfd, p1, op->mode));
+		break;
+	case OP_SETXATTR: case OP_FSETXATTR: case OP_REMOVEXATTR: case OP_GETXATTR:
+	case OP_LISTXATTR:
+		run_xattr(op, s, r);
+		break;
+	case OP_CHMOD:
+		set_ret(r, fchmodat(s->dfd, p1, op->mode, 0));
+		break;
+	case OP_FCHMOD:
+		set_ret(r, fchmod(fd, op->mode));
+		break;
+	case OP_CHOWN:
+		set_ret(r, fchownat(s->dfd, p1, (uid_t)op->uid, (gid_t)op->gid, (int)op->flags));
+		break;
+	case OP_UTIMENS: case OP_FUTIMENS:
+		run_times(op, s, r);
+		break;
+	case OP_READDIR:
+		run_readdir(op, s, r);
+		break;
+	case OP_READFILE:
+		run_readfile(op, s, r);
+		break;
+	case OP_MMAP:
+		run_mmap(op, s, r);
+		break;
+	case OP_COPY:
+		run_copy(op, s, r);
+		break;
+	}
+	track_times(op, s, r);
+	/* a write's buffer is input, not output */
+	if (op->kind == OP_WRITE || op->kind == OP_PWRITE || op->kind == OP_SETXATTR ||
+	    op->kind == OP_FSETXATTR)
+		r->len = 0;
+}
+
+void res_free(struct res *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->len = r->cap = 0;
+}
+
+/* -------------------------------------------------------------- format -- */
+
+static const char *path_name(int i)
+{
+	return i == P_L255 ? "<255 x n>" : i == P_L256 ? "<256 x n>" : paths[i];
+}
+
+static const char *target_name(int i)
+{
+	static char buf[64];
+
+	if (targets[i] == target300)
+		return "t/t/.../tt (300 bytes)";
+	if (targets[i] == target4095 || targets[i] == target4096) {
+		snprintf(buf, sizeof(buf), "<%zu x m>", strlen(targets[i]));
+		return buf;
+	}
+	return targets[i];
+}
+
+static const char *xattr_name(int i)
+{
+	return xnames[i] == xname200 ? "user.000..07 (200 bytes)"
+	       : xnames[i] == xname256 ? "user.000..07 (256 bytes)" : xnames[i];
+}
+
+static void flag_names(uint32_t f, char *buf, size_t len)
+{
+	static const struct { uint32_t bit; const char *name; } names[] = {
+		{O_CREAT, "O_CREAT"}, {O_EXCL, "O_EXCL"}, {O_TRUNC, "O_TRUNC"},
+		{O_APPEND, "O_APPEND"}, {O_NOFOLLOW, "O_NOFOLLOW"}, {O_DIRECTORY, "O_DIRECTORY"},
+	};
+	size_t o = (size_t)snprintf(buf, len, "%s", (f & O_ACCMODE) == O_RDONLY ? "O_RDONLY"
+					       : (f & O_ACCMODE) == O_WRONLY ? "O_WRONLY" : "O_RDWR");
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && o < len; i++)
+		if (f & names[i].bit)
+			o += (size_t)snprintf(buf + o, len - o, "|%s", names[i].name);
+}
+
+static void time_name(const int64_t t[2], char *buf, size_t len)
+{
+	if (t[1] == UTIME_NOW)
+		snprintf(buf, len, "NOW");
+	else if (t[1] == UTIME_OMIT)
+		snprintf(buf, len, "OMIT");
+	else
+		snprintf(buf, len, "%lld.%09lld", (long long)t[0], (long long)t[1]);
+}
+
+void op_format(const struct op *op, char *buf, size_t len)
+{
+	const char *k = kind_names[op->kind], *p1 = path_name(op->p1), *p2 = path_name(op->p2);
+	const char *nof = op->flags & AT_SYMLINK_NOFOLLOW ? " nofollow" : "";
+	static const char *const whence[] = {"SEEK_SET", "SEEK_CUR", "SEEK_END"};
+	static const char *const xflags[] = {"", " XATTR_CREATE", " XATTR_REPLACE"};
+	static const char *const bufs[] = {"size query", "65536-byte buffer", "4-byte buffer"};
+	char f[128], t0[40], t1[40];
+
+	switch (op->kind) {
+	case OP_OPEN:
+		flag_names(op->flags, f, sizeof(f));
+		snprintf(buf, len, "open fd%d \"%s\" %s 0%o", op->fd, p1, f, op->mode);
+		break;
+	case OP_CLOSE: case OP_FSYNC: case OP_FSTAT:
+		snprintf(buf, len, "%s fd%d", k, op->fd);
+		break;
+	case OP_WRITE:
+		snprintf(buf, len, "write fd%d len=%llu (bytes #%u)", op->fd,
+			 (unsigned long long)op->len, op->dseed);
+		break;
+	case OP_PWRITE:
+		snprintf(buf, len, "pwrite fd%d off=%llu len=%llu (bytes #%u)", op->fd,
+			 (unsigned long long)op->off, (unsigned long long)op->len, op->dseed);
+		break;
+	case OP_READ:
+		snprintf(buf, len, "read fd%d len=%llu", op->fd, (unsigned long long)op->len);
+		break;
+	case OP_PREAD:
+		snprintf(buf, len, "pread fd%d off=%llu len=%llu", op->fd,
+			 (unsigned long long)op->off, (unsigned long long)op->len);
+		break;
+	case OP_LSEEK:
+		snprintf(buf, len, "lseek fd%d %lld %s", op->fd, (long long)op->off,
+			 whence[op->flags]);
+		break;
+	case OP_FTRUNCATE:
+		snprintf(buf, len, "ftruncate fd%d %llu", op->fd, (unsigned long long)op->off);
+		break;
+	case OP_TRUNCATE:
+		snprintf(buf, len, "truncate \"%s\" %llu", p1, (unsigned long long)op->off);
+		break;
+	case OP_FALLOCATE:
+		snprintf(buf, len, "fallocate fd%d %s off=%llu len=%llu", op->fd,
+			 op->flags & FALLOC_FL_PUNCH_HOLE ? "PUNCH_HOLE|KEEP_SIZE"
+			 : op->flags ? "KEEP_SIZE" : "0",
+			 (unsigned long long)op->off, (unsigned long long)op->len);
+		break;
+	case OP_STAT:
+		snprintf(buf, len, "stat \"%s\"%s", p1, nof);
+		break;
+	case OP_MKDIR: case OP_MKFIFO:
+		snprintf(buf, len, "%s \"%s\" 0%o", k, p1, op->mode);
+		break;
+	case OP_RMDIR: case OP_UNLINK: case OP_READLINK: case OP_READDIR: case OP_READFILE:
+		snprintf(buf, len, "%s \"%s\"", k, p1);
+		break;
+	case OP_RENAME:
+		snprintf(buf, len, "rename \"%s\" -> \"%s\"%s", p1, p2,
+			 op->flags == RENAME_NOREPLACE ? " RENAME_NOREPLACE"
+			 : op->flags == RENAME_EXCHANGE ? " RENAME_EXCHANGE" : "");
+		break;
+	case OP_LINK:
+		snprintf(buf, len, "link \"%s\" -> \"%s\"%s", p1, p2,
+			 op->flags ? " AT_SYMLINK_FOLLOW" : "");
+		break;
+	case OP_SYMLINK:
+		snprintf(buf, len, "symlink \"%s\" (to \"%s\")", p1, target_name(op->name));
+		break;
+	case OP_SETXATTR:
+		snprintf(buf, len, "setxattr \"%s\" %s len=%llu%s (bytes #%u)", p1,
+			 xattr_name(op->name), (unsigned long long)op->len, xflags[op->flags],
+			 op->dseed);
+		break;
+	case OP_FSETXATTR:
+		snprintf(buf, len, "fsetxattr fd%d %s len=%llu%s (bytes #%u)", op->fd,
+			 xattr_name(op->name), (unsigned long long)op->len, xflags[op->flags],
+			 op->dseed);
+		break;
+	case OP_REMOVEXATTR:
+		snprintf(buf, len, "removexattr \"%s\" %s%s", p1, xattr_name(op->name), nof);
+		break;
+	case OP_GETXATTR:
+		snprintf(buf, len, "getxattr \"%s\" %s, %s%s", p1, xattr_name(op->name),
+			 bufs[op->len], nof);
+		break;
+	case OP_LISTXATTR:
+		snprintf(buf, len, "listxattr \"%s\", %s%s", p1, bufs[op->len], nof);
+		break;
+	case OP_CHMOD:
+		snprintf(buf, len, "chmod \"%s\" 0%o", p1, op->mode);
+		break;
+	case OP_FCHMOD:
+		snprintf(buf, len, "fchmod fd%d 0%o", op->fd, op->mode);
+		break;
+	case OP_CHOWN:
+		snprintf(buf, len, "chown \"%s\" %d:%d%s", p1, op->uid, op->gid, nof);
+		break;
+	case OP_MMAP:
+		snprintf(buf, len, "mmap fd%d off=%llu len=%llu %s", op->fd,
+			 (unsigned long long)op->off, (unsigned long long)op->len,
+			 op->flags ? "write (bytes #N), msync" : "read");
+		if (op->flags)
+			snprintf(strstr(buf, "#N"), 20, "#%u), msync", op->dseed);
+		break;
+	case OP_COPY:
+		snprintf(buf, len, "copy_file_range fd%d off=%llu -> fd%d off=%llu len=%llu", op->fd,
+			 (unsigned long long)op->off, op->fd2, (unsigned long long)op->off2,
+			 (unsigned long long)op->len);
+		break;
+	case OP_UTIMENS: case OP_FUTIMENS:
+		time_name(op->at[0], t0, sizeof(t0));
+		time_name(op->at[1], t1, sizeof(t1));
+		if (op->kind == OP_UTIMENS)
+			snprintf(buf, len, "utimensat \"%s\" atime=%s mtime=%s%s", p1, t0, t1, nof);
+		else
+			snprintf(buf, len, "futimens fd%d atime=%s mtime=%s", op->fd, t0, t1);
+		break;
+	}
+}
