@@ -312,7 +312,9 @@ static int remove_at(int dfd, const char *name)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return unlinkat(dfd, name, 0) ? -errno : 0;
-	fchmodat(dfd, name, 0700, 0); /* a 0555 directory of a non-root run */
+	/* a 0555 directory of a non-root run; if this fails, openat says why */
+	if (fchmodat(dfd, name, 0700, 0) != 0 && errno == ENOENT)
+		return -ENOENT;
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
