@@ -71,10 +71,13 @@ struct kv_env {
 	pthread_cond_t q_cond;
 	struct kv_op *q_head, *q_tail;
 	int q_stop;
+	int w_busy;               /* a thread holds the writer's role (q_lock) */
+	int w_timed;              /* the writer thread waits to sync (q_lock) */
 	unsigned sync_interval_ms;
-	int unsynced;             /* writer only: commits not yet made durable */
-	uint64_t next_ino;        /* writer only */
-	unsigned char *wbuf;      /* writer only: block_size + KV_CSUM_LEN */
+	/* the writer's role only (whoever holds w_busy, or the writer thread): */
+	int unsynced;             /* commits not yet made durable */
+	uint64_t next_ino;
+	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
 };
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests

@@ -1,8 +1,15 @@
 /*
- * writer.c - the one thread that writes: a queue of ops, applied in batches,
- * one commit per batch (group commit).
+ * writer.c - the one writer: ops applied in batches, one commit per batch
+ * (group commit), by whichever thread holds the writer's role.
  *
- * A batch, for the ops queued when the writer wakes:
+ * kv_write() from a thread that finds the role free and nothing queued takes
+ * the role and runs its op itself (the leader): no handoff to another thread
+ * and back when writes do not overlap, which is most of a serial workload.
+ * Ops that arrive while the role is held queue up; the writer thread takes
+ * them all as one batch when the role comes free (kv_submit() always queues).
+ * The writer thread also makes idle commits durable after sync_interval_ms.
+ *
+ * A batch:
  *
  *   begin parent txn
  *   for each op: begin child; rc = apply(); rc ? abort child : commit child
@@ -11,9 +18,9 @@
  *   done(op, rc) for each op
  *
  * Invariants:
- *  1. done() of an op runs only after the commit that holds it returned, so
- *     nobody is told of a change before it is visible (and durable, in the
- *     modes and for the ops that ask).
+ *  1. done() of an op (or a leader's return) comes only after the commit that
+ *     holds it returned, so nobody is told of a change before it is visible
+ *     (and durable, in the modes and for the ops that ask).
  *  2. An op that fails is rolled back alone (its child txn is aborted); the
  *     ops before and after it are unaffected.
  *  3. MDB_MAP_FULL (from an op or from the commit) aborts everything not yet
@@ -22,6 +29,12 @@
  *     others are retried without it. MDB_TXN_FULL splits the batch the same
  *     way. So nothing committed is ever lost and one op cannot fail another.
  *  4. done() may free the op: the writer reads op->next before calling it.
+ *  5. At most one thread holds the role (w_busy, under q_lock); batches, the
+ *     idle sync and the role-only fields (unsynced, next_ino, wbuf) are
+ *     touched only with it held. The writer thread ends only when the queue
+ *     is empty and the role free, so kv_writer_stop() waits for a leader.
+ *  6. A thread calling kv_write() holds no read txn (a map growth waits for
+ *     every reader to finish).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -50,26 +63,38 @@ static int store_super(kv_env *e, MDB_txn *parent)
 	return t.map_full ? MDB_MAP_FULL : rc;
 }
 
-enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL };
+enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL, STOP_FAILED };
 
 /* Apply ops from start until the end or an op that needs more room. Returns
- * the first op not applied (NULL: all) and why it stopped. */
+ * the first op not applied (NULL: all) and why it stopped. An op alone in its
+ * batch runs in the parent txn itself (a child txn costs a few microseconds
+ * and a large allocation); if it fails, STOP_FAILED says the parent holds
+ * its partial changes and must be aborted. */
 static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
 			       enum stop_reason *why)
 {
+	int alone = !start->next;
 	struct kv_op *op;
-	int rc;
+	int rc = 0;
 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
 		kv_txn t = {.env = e, .write = 1};
-		rc = mdb_txn_begin(e->env, parent, 0, &t.txn);
+		if (alone)
+			t.txn = parent;
+		else
+			rc = mdb_txn_begin(e->env, parent, 0, &t.txn);
 		if (rc) {
 			op->rc = kv_err(&t, rc, "begin op");
 		} else {
 			op->rc = op->apply(&t, op->arg);
 			kv_txn_close_cursors(&t);
-			if (op->rc == 0 && !t.map_full && !t.txn_full) {
+			if (alone) {
+				if (op->rc && !t.map_full && !t.txn_full) {
+					*why = STOP_FAILED;
+					return NULL;
+				}
+			} else if (op->rc == 0 && !t.map_full && !t.txn_full) {
 				rc = mdb_txn_commit(t.txn);
 				if (rc)
 					op->rc = kv_err(&t, rc, "commit op");
@@ -106,6 +131,12 @@ static void run_batch(kv_env *e, struct kv_op *start)
 			return;
 		}
 		stop = apply_ops(e, parent, start, &why);
+		if (why == STOP_FAILED) {
+			/* a lone op failed: nothing else to keep */
+			mdb_txn_abort(parent);
+			finish(start, NULL);
+			return;
+		}
 		if (stop == start) {
 			/* the first op alone does not fit */
 			mdb_txn_abort(parent);
@@ -166,44 +197,71 @@ static void run_batch(kv_env *e, struct kv_op *start)
 	}
 }
 
+/* Give up the writer's role (held by the caller). */
+static void role_release(kv_env *e)
+{
+	pthread_mutex_lock(&e->q_lock);
+	e->w_busy = 0;
+	/* wake the writer thread for what queued meanwhile, or to start the
+	 * idle-sync timer it is not yet running */
+	if (e->q_head || e->q_stop || (e->unsynced && e->sync_interval_ms && !e->w_timed))
+		pthread_cond_signal(&e->q_cond);
+	pthread_mutex_unlock(&e->q_lock);
+}
+
+/* Idle with commits not yet durable: wait up to the interval for work, then
+ * sync them if the role is free (q_lock held; returns with it held). */
+static void idle_sync_wait(kv_env *e)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += e->sync_interval_ms / 1000;
+	ts.tv_nsec += (long)(e->sync_interval_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	e->w_timed = 1;
+	int rc = pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts);
+	e->w_timed = 0;
+	if (rc != ETIMEDOUT || e->q_head || e->w_busy || !e->unsynced)
+		return;
+	e->w_busy = 1;
+	pthread_mutex_unlock(&e->q_lock);
+	if (mdb_env_sync(e->env, 1) == 0)
+		e->unsynced = 0;
+	pthread_mutex_lock(&e->q_lock);
+	e->w_busy = 0;
+}
+
 static void *writer_main(void *arg)
 {
 	kv_env *e = arg;
 
+	pthread_mutex_lock(&e->q_lock);
 	for (;;) {
 		struct kv_op *batch;
 
-		pthread_mutex_lock(&e->q_lock);
-		while (!e->q_head && !e->q_stop) {
-			if (e->unsynced && e->sync_interval_ms) {
-				/* idle with commits not yet durable: sync them after the
-				 * interval unless more work comes first */
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_sec += e->sync_interval_ms / 1000;
-				ts.tv_nsec += (long)(e->sync_interval_ms % 1000) * 1000000;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-				if (pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts) == ETIMEDOUT &&
-				    !e->q_head) {
-					pthread_mutex_unlock(&e->q_lock);
-					if (mdb_env_sync(e->env, 1) == 0)
-						e->unsynced = 0;
-					pthread_mutex_lock(&e->q_lock);
-				}
-			} else {
+		if (e->w_busy || !e->q_head) {
+			if (e->q_stop && !e->w_busy && !e->q_head)
+				break; /* stopping and drained */
+			/* unsynced is read only while nobody holds the role */
+			if (!e->w_busy && e->unsynced && e->sync_interval_ms)
+				idle_sync_wait(e);
+			else
 				pthread_cond_wait(&e->q_cond, &e->q_lock);
-			}
+			continue;
 		}
 		batch = e->q_head;
 		e->q_head = e->q_tail = NULL;
+		e->w_busy = 1;
 		pthread_mutex_unlock(&e->q_lock);
-		if (!batch)
-			break; /* stopping and drained */
 		run_batch(e, batch);
+		pthread_mutex_lock(&e->q_lock);
+		e->w_busy = 0;
 	}
+	pthread_mutex_unlock(&e->q_lock);
 	return NULL;
 }
 
@@ -288,6 +346,22 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 	struct waiter w = {.apply = apply, .arg = arg};
 	struct kv_op op = {.apply = waiter_apply, .done = waiter_done, .arg = &w, .flags = flags};
 	int rc;
+
+	if (e->readonly || !e->writer_running)
+		return -EROFS;
+	pthread_mutex_lock(&e->q_lock);
+	if (!e->w_busy && !e->q_head && !e->q_stop) {
+		/* the role is free: lead a batch of this op alone */
+		e->w_busy = 1;
+		pthread_mutex_unlock(&e->q_lock);
+		op.apply = apply;
+		op.arg = arg;
+		op.done = NULL;
+		run_batch(e, &op);
+		role_release(e);
+		return op.rc;
+	}
+	pthread_mutex_unlock(&e->q_lock);
 
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);

@@ -5,7 +5,10 @@
  * it); done() follows the commit and may free its op; a map that must grow
  * mid-batch replays the batch without losing or doubling anything; an op
  * that cannot fit in a capped map gets -ENOSPC alone; many threads
- * submitting at once.
+ * submitting at once. kv_write() with the writer idle runs its op on the
+ * caller's thread (the leader) with the same guarantees: a failure leaves
+ * nothing, the map grows, a capped map says -ENOSPC; while another batch
+ * holds the role it queues instead and runs after.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <dirent.h>
@@ -494,6 +498,184 @@ static void many_submitters(void **state)
 	free(all);
 }
 
+
+/* ----------------------------------------------------------- leader -- */
+
+struct lone {
+	pthread_t thread; /* where apply ran */
+	int applied;
+	int fail;         /* apply returns -EIO after creating "lone" */
+	uint64_t ino;
+};
+
+static int lone_apply(kv_txn *t, void *p)
+{
+	struct lone *l = p;
+	int rc;
+
+	l->thread = pthread_self();
+	l->applied++;
+	rc = create(t, "lone", &l->ino);
+	if (rc == 0 && l->fail)
+		rc = write_block0(t, l->ino, "xyz") ?: -EIO;
+	return rc;
+}
+
+/* With the writer idle the op runs on the calling thread; a failing lone op
+ * leaves none of its partial writes and the next op is unaffected. */
+static void lone_write_leads(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	struct lone l = {.fail = 1};
+	struct kv_usage u;
+	uint64_t ino;
+	kv_txn *t;
+
+	assert_int_equal(kv_write(e, lone_apply, &l, 0), -EIO);
+	assert_true(pthread_equal(l.thread, pthread_self()));
+	assert_int_equal(l.applied, 1);
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(lookup(t, "lone", &ino), -ENOENT);
+	kv_read_end(t);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.inodes == 1 && u.dirents == 0 && u.blocks == 0);
+
+	l = (struct lone){0};
+	assert_int_equal(kv_write(e, lone_apply, &l, KV_OP_SYNC), 0);
+	assert_true(pthread_equal(l.thread, pthread_self()));
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(lookup(t, "lone", &ino), 0);
+	kv_read_end(t);
+	assert_true(ino == l.ino);
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "next", 0100644, &ino), 0);
+	assert_true(ino > l.ino); /* the failed op's number is not given again */
+}
+
+/* A lone 5 MiB write grows the map on the caller's thread, or fails alone
+ * with -ENOSPC in a capped map (the image keeps what it had). */
+static void lone_write_grows_or_fails(void **state, int capped)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	size_t len = 5 << 20;
+	struct fill_op f = {.len = len};
+	struct kv_usage u0, u;
+	uint64_t ino;
+
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "before", 0100644, &ino), 0);
+	assert_int_equal(kv_usage_get(e, &u0), 0);
+	snprintf(f.name, sizeof(f.name), "big");
+	f.data = malloc(len);
+	assert_non_null(f.data);
+	tu_fill(f.data, len, 7);
+	/* fill until the map is short, then one more */
+	for (int i = 0; !capped && i * (uint64_t)len < u0.map_bytes; i++) {
+		struct fill_op g = f;
+		snprintf(g.name, sizeof(g.name), "pad%d", i);
+		assert_int_equal(kv_write(e, fill_apply, &g, 0), 0);
+	}
+	assert_int_equal(kv_write(e, fill_apply, &f, 0), capped ? -ENOSPC : 0);
+	check_fill(e, &f, !capped);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	if (capped)
+		assert_true(u.inodes == u0.inodes && u.map_bytes == u0.map_bytes);
+	else
+		assert_true(u.map_bytes > u0.map_bytes);
+	assert_int_equal(tu_getattr(e, ino, &(struct kv_inode){0}), 0);
+	free(f.data);
+}
+
+static void lone_write_grows_map(void **state)
+{
+	lone_write_grows_or_fails(state, 0);
+}
+
+static void lone_write_capped(void **state)
+{
+	lone_write_grows_or_fails(state, 1);
+}
+
+struct queued {
+	kv_env *env;
+	struct lone l;
+	int rc, returned;
+};
+
+static void *queued_main(void *p)
+{
+	struct queued *q = p;
+
+	q->rc = kv_write(q->env, lone_apply, &q->l, 0);
+	__atomic_store_n(&q->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* While a batch holds the role, kv_write() queues: its op runs after the
+ * batch, on the writer thread, and the caller returns only then. */
+static void write_queues_while_role_held(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	struct queued q = {.env = e};
+	struct kv_op gop;
+	struct gate g;
+	pthread_t th;
+
+	gate_init(&g, 0);
+	gate_close(e, &g, &gop);
+	assert_int_equal(pthread_create(&th, NULL, queued_main, &q), 0);
+	/* the op cannot have run: the writer is inside the gate */
+	for (int i = 0; i < 50; i++) {
+		pthread_mutex_lock(&e->q_lock);
+		int queued = e->q_head != NULL;
+		pthread_mutex_unlock(&e->q_lock);
+		if (queued)
+			break;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(__atomic_load_n(&q.returned, __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(q.l.applied, 0);
+	gate_open_wait(&g);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(q.rc, 0);
+	assert_int_equal(q.l.applied, 1);
+	assert_false(pthread_equal(q.l.thread, th));
+	kv_txn *t;
+	uint64_t ino;
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(lookup(t, "lone", &ino), 0);
+	kv_read_end(t);
+	assert_true(ino == q.l.ino);
+}
+
+static int interval_setup(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+
+	*state = im;
+	if (!im || tu_image_new(im, NULL))
+		return -1;
+	return tu_image_open(im, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL,
+	                                                .sync_interval_ms = 20});
+}
+
+/* A leader's commit is made durable by the writer thread's idle sync. */
+static void leader_commit_synced_when_idle(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	uint64_t ino;
+	int unsynced = 1;
+
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "x", 0100644, &ino), 0);
+	for (int i = 0; i < 500 && unsynced; i++) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&e->q_lock);
+		unsynced = e->w_busy || e->unsynced;
+		pthread_mutex_unlock(&e->q_lock);
+	}
+	assert_int_equal(unsynced, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,6 +687,13 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(batch_map_full_fails_one, capped_setup,
 	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(many_submitters, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(lone_write_leads, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(lone_write_grows_map, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(lone_write_capped, capped_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(write_queues_while_role_held, tu_setup,
+	                                        tu_teardown),
+	        cmocka_unit_test_setup_teardown(leader_commit_synced_when_idle, interval_setup,
+	                                        tu_teardown),
 	};
 
 	return cmocka_run_group_tests_name("writer", tests, NULL, NULL);
