@@ -119,7 +119,9 @@ static void submit_purge(uint64_t ino)
 		return; /* stays on the orphan list; freed at the next mount */
 	p->ino = ino;
 	p->op = (struct kv_op){.apply = apply_purge, .done = purge_done, .arg = &p->ino};
-	if (kv_submit(fs.env, &p->op))
+	/* nobody waits for it: it rides along with the next change (an unlink's
+	 * forget is usually followed by the next unlink) */
+	if (kv_submit_lazy(fs.env, &p->op))
 		free(p);
 }
 

@@ -17,13 +17,14 @@
  *       idle --kv_read_begin--> active --kv_read_end--> idle
  *                               (pointers valid)
  *
- *   Write side: one writer thread owns the only write transaction. Callers
- *   submit operations (kv_submit / kv_write); the writer takes everything
- *   queued, runs each op's apply() in a nested transaction of one batch
+ *   Write side: one writer at a time owns the only write transaction.
+ *   Callers submit operations (kv_submit / kv_write / kv_submit_lazy); the
+ *   writer takes everything queued, runs each op's apply() in one batch
  *   transaction, commits once, then calls each op's done() with its result.
- *   An op whose apply() fails is rolled back alone. apply() may run more than
- *   once (the map grew and the batch was replayed): it must have no effect
- *   outside the transaction and its own result fields.
+ *   An op whose apply() fails is rolled back alone (the batch is replayed
+ *   with a nested transaction per op). apply() may run more than once (the
+ *   map grew, or an op failed, and the batch was replayed): it must have no
+ *   effect outside the transaction and its own result fields.
  *
  * Errors the store itself produces (besides those listed per function):
  *   -EIO     an LMDB failure or a record that fails its checks (logged once)
@@ -173,7 +174,8 @@ typedef void (*kv_done_fn)(void *arg, int rc);
 
 struct kv_op {
 	kv_apply_fn apply;
-	kv_done_fn done; /* called on the writer thread after the commit; may be NULL */
+	kv_done_fn done; /* called after the commit, on the thread that ran the
+	                    batch; may be NULL */
 	void *arg;
 	unsigned flags;
 	/* owned by the store while queued */
@@ -184,6 +186,12 @@ struct kv_op {
 /* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled
  * back). -EROFS on a read-only env (done is not called). */
 int kv_submit(kv_env *env, struct kv_op *op);
+/* Queue op for later: it joins the next batch anyone runs, or runs within
+ * KV_LAZY_MS when no batch comes (for work nobody waits for, such as freeing
+ * an orphan: it then costs no commit of its own). Same contract as
+ * kv_submit(). */
+#define KV_LAZY_MS 50
+int kv_submit_lazy(kv_env *env, struct kv_op *op);
 /* Submit and wait: returns apply()'s result once committed (or the commit's
  * error). */
 int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);

@@ -71,8 +71,10 @@ struct kv_env {
 	pthread_cond_t q_cond;
 	struct kv_op *q_head, *q_tail;
 	int q_stop;
+	struct kv_op *lazy_head, *lazy_tail; /* kv_submit_lazy (q_lock) */
 	int w_busy;               /* a thread holds the writer's role (q_lock) */
-	int w_timed;              /* the writer thread waits to sync (q_lock) */
+	int w_timed;              /* the writer thread waits with a timeout (q_lock):
+	                             W_SYNC or W_LAZY */
 	unsigned sync_interval_ms;
 	/* the writer's role only (whoever holds w_busy, or the writer thread): */
 	int unsynced;             /* commits not yet made durable */

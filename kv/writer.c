@@ -66,21 +66,23 @@ static int store_super(kv_env *e, MDB_txn *parent)
 enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL, STOP_FAILED };
 
 /* Apply ops from start until the end or an op that needs more room. Returns
- * the first op not applied (NULL: all) and why it stopped. An op alone in its
- * batch runs in the parent txn itself (a child txn costs a few microseconds
- * and a large allocation); if it fails, STOP_FAILED says the parent holds
- * its partial changes and must be aborted. */
-static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
+ * the first op not applied (NULL: all) and why it stopped.
+ *
+ * flat: every op runs in the parent txn itself, the fast way (a child txn
+ * costs a few microseconds and a large allocation). The first op that fails
+ * stops it (STOP_FAILED): the parent then holds partial changes and must be
+ * aborted. Otherwise each op runs in a child txn of its own, so a failure is
+ * rolled back alone. */
+static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, int flat,
 			       enum stop_reason *why)
 {
-	int alone = !start->next;
 	struct kv_op *op;
 	int rc = 0;
 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
 		kv_txn t = {.env = e, .write = 1};
-		if (alone)
+		if (flat)
 			t.txn = parent;
 		else
 			rc = mdb_txn_begin(e->env, parent, 0, &t.txn);
@@ -89,10 +91,10 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
 		} else {
 			op->rc = op->apply(&t, op->arg);
 			kv_txn_close_cursors(&t);
-			if (alone) {
+			if (flat) {
 				if (op->rc && !t.map_full && !t.txn_full) {
 					*why = STOP_FAILED;
-					return NULL;
+					return op;
 				}
 			} else if (op->rc == 0 && !t.map_full && !t.txn_full) {
 				rc = mdb_txn_commit(t.txn);
@@ -114,8 +116,14 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
 	return NULL;
 }
 
+/* Run a batch: flat first; when that stops short, abort, and grow the map
+ * and replay flat, or replay with a child txn per op (which isolates a
+ * failure and splits at the op that needs more room). apply() is run again
+ * on a replay, as it may be (kv.h). */
 static void run_batch(kv_env *e, struct kv_op *start)
 {
+	int flat = 1;
+
 	while (start) {
 		enum stop_reason why;
 		struct kv_op *stop, *op;
@@ -130,12 +138,19 @@ static void run_batch(kv_env *e, struct kv_op *start)
 			finish(start, NULL);
 			return;
 		}
-		stop = apply_ops(e, parent, start, &why);
-		if (why == STOP_FAILED) {
-			/* a lone op failed: nothing else to keep */
+		stop = apply_ops(e, parent, start, flat, &why);
+		if (flat && why != STOP_NONE) {
 			mdb_txn_abort(parent);
-			finish(start, NULL);
-			return;
+			if (why == STOP_FAILED && !start->next) {
+				finish(start, NULL); /* a lone op failed: its rc says why */
+				return;
+			}
+			if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+				continue;
+			flat = 0;
+			for (op = start; op; op = op->next)
+				op->rc = 0;
+			continue;
 		}
 		if (stop == start) {
 			/* the first op alone does not fit */
@@ -197,35 +212,64 @@ static void run_batch(kv_env *e, struct kv_op *start)
 	}
 }
 
+enum { W_NONE, W_SYNC, W_LAZY }; /* e->w_timed */
+
+/* Everything queued as one batch, the lazy ops first (q_lock held). */
+static struct kv_op *take_queue(kv_env *e)
+{
+	struct kv_op *batch = e->q_head;
+
+	if (e->lazy_head) {
+		e->lazy_tail->next = batch;
+		batch = e->lazy_head;
+	}
+	e->q_head = e->q_tail = e->lazy_head = e->lazy_tail = NULL;
+	return batch;
+}
+
+/* Whether the writer thread must be woken to notice the queues (q_lock held):
+ * queued work, a stop, lazy work it does not yet count down for, or commits
+ * to make durable while it waits without a timer. */
+static int writer_needs_wake(kv_env *e)
+{
+	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != W_LAZY) ||
+	       (e->unsynced && e->sync_interval_ms && e->w_timed == W_NONE);
+}
+
 /* Give up the writer's role (held by the caller). */
 static void role_release(kv_env *e)
 {
 	pthread_mutex_lock(&e->q_lock);
 	e->w_busy = 0;
-	/* wake the writer thread for what queued meanwhile, or to start the
-	 * idle-sync timer it is not yet running */
-	if (e->q_head || e->q_stop || (e->unsynced && e->sync_interval_ms && !e->w_timed))
+	if (writer_needs_wake(e))
 		pthread_cond_signal(&e->q_cond);
 	pthread_mutex_unlock(&e->q_lock);
 }
 
-/* Idle with commits not yet durable: wait up to the interval for work, then
- * sync them if the role is free (q_lock held; returns with it held). */
-static void idle_sync_wait(kv_env *e)
+/* Wait up to ms for a signal (q_lock held); 1 when the time ran out. */
+static int timed_wait(kv_env *e, unsigned ms, int kind)
 {
 	struct timespec ts;
+	int rc;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += e->sync_interval_ms / 1000;
-	ts.tv_nsec += (long)(e->sync_interval_ms % 1000) * 1000000;
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	e->w_timed = 1;
-	int rc = pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts);
-	e->w_timed = 0;
-	if (rc != ETIMEDOUT || e->q_head || e->w_busy || !e->unsynced)
+	e->w_timed = kind;
+	rc = pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts);
+	e->w_timed = W_NONE;
+	return rc == ETIMEDOUT;
+}
+
+/* Make idle commits durable if nobody holds the role or queued work (q_lock
+ * held; dropped during the sync). */
+static void idle_sync(kv_env *e)
+{
+	if (e->w_busy || e->q_head || e->lazy_head || !e->unsynced)
 		return;
 	e->w_busy = 1;
 	pthread_mutex_unlock(&e->q_lock);
@@ -235,26 +279,39 @@ static void idle_sync_wait(kv_env *e)
 	e->w_busy = 0;
 }
 
+/* Wait until there is a batch for the writer thread (1) or it should end
+ * (0). q_lock held. unsynced is read only while nobody holds the role. */
+static int writer_wait(kv_env *e)
+{
+	for (;;) {
+		if (e->w_busy) {
+			pthread_cond_wait(&e->q_cond, &e->q_lock);
+			continue;
+		}
+		if (e->q_head || (e->lazy_head && e->q_stop))
+			return 1;
+		if (e->q_stop)
+			return 0; /* drained, and no leader left */
+		if (e->lazy_head) {
+			if (timed_wait(e, KV_LAZY_MS, W_LAZY) && e->lazy_head && !e->w_busy)
+				return 1; /* no batch came to take it along */
+		} else if (e->unsynced && e->sync_interval_ms) {
+			if (timed_wait(e, e->sync_interval_ms, W_SYNC))
+				idle_sync(e);
+		} else {
+			pthread_cond_wait(&e->q_cond, &e->q_lock);
+		}
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	kv_env *e = arg;
 
 	pthread_mutex_lock(&e->q_lock);
-	for (;;) {
-		struct kv_op *batch;
+	while (writer_wait(e)) {
+		struct kv_op *batch = take_queue(e);
 
-		if (e->w_busy || !e->q_head) {
-			if (e->q_stop && !e->w_busy && !e->q_head)
-				break; /* stopping and drained */
-			/* unsynced is read only while nobody holds the role */
-			if (!e->w_busy && e->unsynced && e->sync_interval_ms)
-				idle_sync_wait(e);
-			else
-				pthread_cond_wait(&e->q_cond, &e->q_lock);
-			continue;
-		}
-		batch = e->q_head;
-		e->q_head = e->q_tail = NULL;
 		e->w_busy = 1;
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
@@ -315,6 +372,24 @@ int kv_submit(kv_env *e, struct kv_op *op)
 	return 0;
 }
 
+int kv_submit_lazy(kv_env *e, struct kv_op *op)
+{
+	if (e->readonly || !e->writer_running)
+		return -EROFS;
+	op->next = NULL;
+	op->rc = 0;
+	pthread_mutex_lock(&e->q_lock);
+	if (e->lazy_tail)
+		e->lazy_tail->next = op;
+	else
+		e->lazy_head = op;
+	e->lazy_tail = op;
+	if (writer_needs_wake(e))
+		pthread_cond_signal(&e->q_cond);
+	pthread_mutex_unlock(&e->q_lock);
+	return 0;
+}
+
 struct waiter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -351,13 +426,23 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		return -EROFS;
 	pthread_mutex_lock(&e->q_lock);
 	if (!e->w_busy && !e->q_head && !e->q_stop) {
-		/* the role is free: lead a batch of this op alone */
+		/* the role is free: lead a batch of the lazy ops and this one */
+		struct kv_op *batch = take_queue(e);
+
 		e->w_busy = 1;
 		pthread_mutex_unlock(&e->q_lock);
 		op.apply = apply;
 		op.arg = arg;
 		op.done = NULL;
-		run_batch(e, &op);
+		if (batch) {
+			struct kv_op *last = batch;
+			while (last->next)
+				last = last->next;
+			last->next = &op;
+		} else {
+			batch = &op;
+		}
+		run_batch(e, batch);
 		role_release(e);
 		return op.rc;
 	}
