@@ -199,7 +199,7 @@ void cli_crash_guard(const char *image)
 
 	n = snprintf(crash_msg, sizeof(crash_msg),
 		     "\n%s: '%s': crashed reading the image: it is damaged where the store "
-		     "cannot check it (run fsck.kvfs -n; use a backup); if it is sound, this "
+		     "cannot check it (restore it from a backup); if it is sound, this "
 		     "is a bug\n", cli_prog, image);
 	crash_len = n < 0 ? 0 : (size_t)n < sizeof(crash_msg) ? (size_t)n : sizeof(crash_msg) - 1;
 	sa.sa_flags = SA_RESETHAND;

@@ -19,10 +19,11 @@ mkdir -p "$MNT"
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 
+# CLEANUP_EXTRA: shell code (a command line or a function's name) run first
 CLEANUP_EXTRA=:
 kvfs_cleanup() {
 	local rc=$?
-	$CLEANUP_EXTRA
+	eval "$CLEANUP_EXTRA"
 	if mountpoint -q "$MNT" 2>/dev/null; then
 		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
 		kvfs_wait_closed
