@@ -355,39 +355,34 @@ void kv_writer_stop(kv_env *e)
 	e->wbuf = NULL;
 }
 
-int kv_submit(kv_env *e, struct kv_op *op)
+/* Append op to a queue (head/tail: e->q_* or e->lazy_*). */
+static int enqueue(kv_env *e, struct kv_op *op, struct kv_op **head, struct kv_op **tail,
+		   int lazy)
 {
 	if (e->readonly || !e->writer_running)
 		return -EROFS;
 	op->next = NULL;
 	op->rc = 0;
 	pthread_mutex_lock(&e->q_lock);
-	if (e->q_tail)
-		e->q_tail->next = op;
+	if (*tail)
+		(*tail)->next = op;
 	else
-		e->q_head = op;
-	e->q_tail = op;
-	pthread_cond_signal(&e->q_cond);
+		*head = op;
+	*tail = op;
+	if (!lazy || writer_needs_wake(e))
+		pthread_cond_signal(&e->q_cond);
 	pthread_mutex_unlock(&e->q_lock);
 	return 0;
 }
 
+int kv_submit(kv_env *e, struct kv_op *op)
+{
+	return enqueue(e, op, &e->q_head, &e->q_tail, 0);
+}
+
 int kv_submit_lazy(kv_env *e, struct kv_op *op)
 {
-	if (e->readonly || !e->writer_running)
-		return -EROFS;
-	op->next = NULL;
-	op->rc = 0;
-	pthread_mutex_lock(&e->q_lock);
-	if (e->lazy_tail)
-		e->lazy_tail->next = op;
-	else
-		e->lazy_head = op;
-	e->lazy_tail = op;
-	if (writer_needs_wake(e))
-		pthread_cond_signal(&e->q_cond);
-	pthread_mutex_unlock(&e->q_lock);
-	return 0;
+	return enqueue(e, op, &e->lazy_head, &e->lazy_tail, 1);
 }
 
 struct waiter {
