@@ -13,11 +13,12 @@
  * kvbench is the only bench file that includes lmdb.h, for that baseline.
  *
  * Invariants of the measurement:
- *  1. Writes go through the writer thread as the daemon's do: "batch B"
- *     means B ops (one kv_inode_put each, each in its own nested
- *     transaction) committed together. B = 1 is kv_write (submit, wait).
- *     For B > 1 a gate op holds the writer until all B ops are queued, so
- *     the batch is exactly B ops (the gate's empty commit costs ~nothing).
+ *  1. Writes go through the writer as the daemon's do: "batch B" means B
+ *     ops (one kv_inode_put each) committed together. B = 1 is kv_write,
+ *     which with the writer idle runs the op on the calling thread (the
+ *     leader), as a serial workload's changes do in the daemon. For B > 1 a
+ *     gate op holds the writer thread until all B ops are queued, so the
+ *     batch is exactly B ops (the gate's empty commit costs ~nothing).
  *  2. Reads group T ops per read transaction (kv_read_begin .. kv_read_end),
  *     so the per-transaction cost shows at T = 1.
  *  3. Every allocation of the process (kv, LMDB, libc) is counted: malloc,

@@ -159,6 +159,24 @@ static uint64_t gen_off(uint64_t *s)
 	return below(s, 1 << 20);
 }
 
+/* Offsets and sizes far past any file, now and then: the limits of 32-bit
+ * counters, the largest file size Linux allows (MAX_LFS_FILESIZE, 2^63 - 1)
+ * and just under it, and "negative" values (as off_t). They reach kvfs as
+ * huge WRITE, READ, SETATTR size and FALLOCATE requests (or are refused by
+ * the kernel alike on both sides). */
+static uint64_t far_off(uint64_t *s, uint64_t near)
+{
+	static const uint64_t far[] = {
+		(1ULL << 31) - 1, 1ULL << 31, (1ULL << 32) + 5, 1ULL << 40, (1ULL << 44) - 3,
+		1ULL << 62, (1ULL << 63) - 1 - 4096, (1ULL << 63) - 1, 1ULL << 63,
+		(uint64_t)-4096, (uint64_t)-1,
+	};
+
+	if (!chance(s, 4))
+		return near;
+	return far[below(s, sizeof(far) / sizeof(far[0]))] - below(s, 3);
+}
+
 static uint64_t gen_len(uint64_t *s)
 {
 	unsigned r = (unsigned)below(s, 100);
@@ -261,12 +279,12 @@ static void gen_one(uint64_t *s, struct op *op)
 										: FILE_NAME);
 		break;
 	case OP_WRITE: case OP_PWRITE:
-		op->off = gen_off(s);
+		op->off = far_off(s, gen_off(s));
 		op->len = gen_len(s);
 		op->dseed = (uint32_t)rnd(s);
 		break;
 	case OP_READ: case OP_PREAD:
-		op->off = gen_off(s);
+		op->off = far_off(s, gen_off(s));
 		op->len = chance(s, 10) ? 1 << 20 : gen_len(s);
 		break;
 	case OP_MMAP:
@@ -288,14 +306,15 @@ static void gen_one(uint64_t *s, struct op *op)
 			op->off = (uint64_t)-(int64_t)below(s, 5000);
 		break;
 	case OP_FTRUNCATE: case OP_TRUNCATE:
-		op->off = gen_size(s);
+		op->off = far_off(s, gen_size(s));
 		break;
 	case OP_FALLOCATE: {
 		unsigned r = (unsigned)below(s, 100);
 		op->flags = r < 70 ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 			: r < 85 ? 0 : FALLOC_FL_KEEP_SIZE;
-		op->off = gen_off(s);
-		op->len = gen_len(s);
+		op->off = far_off(s, gen_off(s));
+		/* a far length only for holes: tmpfs allocates what the others ask */
+		op->len = r < 70 ? far_off(s, gen_len(s)) : gen_len(s);
 		break;
 	}
 	case OP_STAT: case OP_CHOWN: case OP_UTIMENS:
