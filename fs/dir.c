@@ -5,7 +5,8 @@
  *
  * Invariants:
  *  1. Every change to the tree is one writer op: all its records (dirents,
- *     the child, both parents) change in one nested transaction or none do.
+ *     the child, both parents) change together or none do (writer.c rolls a
+ *     failed op back alone).
  *  2. A directory's size is its number of entries and its nlink is 2 plus
  *     its subdirectories; every op here keeps both exact.
  *  3. Each entry reply adds one lookup reference (itable.c) before it is

@@ -6,8 +6,9 @@
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record
  *     fields are little-endian. The encoders here and docs/FORMAT.md agree.
- *  2. Only the writer thread holds a write transaction; env->wbuf and
- *     env->next_ino are the writer's alone.
+ *  2. Only the holder of the writer's role (writer.c: the writer thread or
+ *     a leading kv_write caller) holds a write transaction; env->wbuf and
+ *     env->next_ino are the role's alone.
  *  3. The map is resized only with env->map_lock held for writing, so no
  *     reader holds a pointer into the map while it moves.
  */

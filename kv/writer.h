@@ -1,5 +1,6 @@
 /*
- * writer.h - the single writer thread of a read-write env (writer.c).
+ * writer.h - the writer of a read-write env: its thread, and the role a
+ * kv_write caller may take instead (writer.c).
  */
 #ifndef KVFS_KV_WRITER_H
 #define KVFS_KV_WRITER_H
