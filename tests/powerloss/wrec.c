@@ -85,7 +85,9 @@ static void die(const char *msg)
 	struct iovec iov[3] = {
 		{(void *)pre, sizeof(pre) - 1}, {(void *)msg, strlen(msg)}, {"\n", 1}};
 
-	REAL(writev)(2, iov, 3);
+	if (REAL(writev)(2, iov, 3) < 0) {
+		/* nowhere left to say it */
+	}
 	abort();
 }
 
