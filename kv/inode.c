@@ -7,7 +7,12 @@
  *     counter lives in memory in the writer and is stored in the superblock
  *     by the commit of any batch that moved it.
  *  2. kv_inode_get copies the fixed fields and hands out the inline data as a
- *     pointer into the map: no allocation.
+ *     pointer into the map in a read txn: no allocation. In a write txn it
+ *     copies the inline data to a slot of the writer's env->ibuf: a record
+ *     found in a page the txn already changed moves when another record of
+ *     that page is put or deleted, so a pointer into it would go stale
+ *     within the op (seen: a symlink's target lost in a rename batched after
+ *     an orphan's purge).
  */
 #include <errno.h>
 
@@ -28,7 +33,14 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 	rc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
 	if (rc)
 		return kv_err(t, rc, "get inode");
-	return kv_inode_decode(ino, v.mv_data, v.mv_size, out);
+	rc = kv_inode_decode(ino, v.mv_data, v.mv_size, out);
+	if (rc == 0 && t->write && out->inline_len && t->env->ibuf) {
+		unsigned char *slot = t->env->ibuf +
+			(size_t)(t->inl_next++ % KV_INL_SLOTS) * KV_SYMLINK_MAX;
+		memcpy(slot, out->inline_data, out->inline_len);
+		out->inline_data = slot;
+	}
+	return rc;
 }
 
 int kv_inode_put(kv_txn *t, const struct kv_inode *in)

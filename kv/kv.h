@@ -112,8 +112,10 @@ struct kv_usage {
 	uint64_t orphans;
 };
 
-/* An inode as decoded from its record. inline_data points into the map (read)
- * or into caller memory (kv_inode_put); it holds a symlink's target. */
+/* An inode as decoded from its record. inline_data holds a symlink's target:
+ * it points into the map (read txn), into the writer's scratch memory (write
+ * txn: valid to the end of the op, for the last KV_INL_SLOTS such inodes it
+ * got) or into caller memory (kv_inode_put). */
 struct kv_inode {
 	uint64_t ino;
 	uint32_t mode, uid, gid, nlink;

@@ -40,7 +40,13 @@ struct kv_txn {
 	int txn_full;              /* an LMDB call returned MDB_TXN_FULL */
 	MDB_cursor *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
+	unsigned inl_next;         /* write txns: the next env->ibuf slot */
 };
+
+/* An op reads the inline data (symlink targets) of at most two inodes (a
+ * rename of one symlink over another); kv_inode_get in a write txn copies it
+ * into one of these slots of env->ibuf, in turn. */
+#define KV_INL_SLOTS 4
 
 /* A thread's recycled read context. */
 struct kv_reader {
@@ -81,6 +87,7 @@ struct kv_env {
 	int unsynced;             /* commits not yet made durable */
 	uint64_t next_ino;
 	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
+	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
 };
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests

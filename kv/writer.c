@@ -30,7 +30,7 @@
  *     way. So nothing committed is ever lost and one op cannot fail another.
  *  4. done() may free the op: the writer reads op->next before calling it.
  *  5. At most one thread holds the role (w_busy, under q_lock); batches, the
- *     idle sync and the role-only fields (unsynced, next_ino, wbuf) are
+ *     idle sync and the role-only fields (unsynced, next_ino, wbuf, ibuf) are
  *     touched only with it held. The writer thread ends only when the queue
  *     is empty and the role free, so kv_writer_stop() waits for a leader.
  *  6. A thread calling kv_write() holds no read txn (a map growth waits for
@@ -327,14 +327,20 @@ int kv_writer_start(kv_env *e)
 	int rc;
 
 	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
-	if (!e->wbuf)
+	e->ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
+	if (!e->wbuf || !e->ibuf) {
+		free(e->wbuf);
+		free(e->ibuf);
+		e->wbuf = e->ibuf = NULL;
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&e->q_lock, NULL);
 	pthread_cond_init(&e->q_cond, NULL);
 	rc = pthread_create(&e->writer, NULL, writer_main, e);
 	if (rc) {
 		free(e->wbuf);
-		e->wbuf = NULL;
+		free(e->ibuf);
+		e->wbuf = e->ibuf = NULL;
 		return -rc;
 	}
 	e->writer_running = 1;
@@ -352,7 +358,8 @@ void kv_writer_stop(kv_env *e)
 	pthread_cond_destroy(&e->q_cond);
 	pthread_mutex_destroy(&e->q_lock);
 	free(e->wbuf);
-	e->wbuf = NULL;
+	free(e->ibuf);
+	e->wbuf = e->ibuf = NULL;
 }
 
 /* Append op to a queue (head/tail: e->q_* or e->lazy_*). */

@@ -9,7 +9,8 @@
  * caller's thread (the leader) with the same guarantees: a failure leaves
  * nothing, the map grows, a capped map says -ENOSPC; while another batch
  * holds the role it queues instead and runs after. A lazy op joins the
- * next batch, or runs on its own when none comes, or at close.
+ * next batch, or runs on its own when none comes, or at close. Inline data
+ * got in an op survives the op's changes to other records of its page.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -776,6 +777,73 @@ static void lazy_runs_alone(void **state)
 	kv_read_end(t);
 }
 
+/* ---------------------------------------------------- inline data -- */
+
+struct inl_arg {
+	uint64_t a, sym;
+	char target[200];
+	int same; /* the target as got still read right after the page moved */
+};
+
+static int inl_setup_apply(kv_txn *t, void *p)
+{
+	struct inl_arg *x = p;
+	struct kv_inode a = {.mode = 0100644, .nlink = 1, .parent = KV_ROOT_INO};
+	struct kv_inode s = {.mode = 0120777, .nlink = 1, .parent = KV_ROOT_INO,
+	                     .inline_data = x->target, .inline_len = sizeof(x->target)};
+	int rc;
+
+	/* a first, then the symlink: the symlink's record lies below a's in
+	 * their leaf page, so it moves when a's record changes size */
+	if ((rc = kv_ino_alloc(t, &a.ino)) || (rc = kv_inode_put(t, &a)) ||
+	    (rc = kv_ino_alloc(t, &s.ino)) || (rc = kv_inode_put(t, &s)))
+		return rc;
+	x->a = a.ino;
+	x->sym = s.ino;
+	return 0;
+}
+
+static int inl_apply(kv_txn *t, void *p)
+{
+	struct inl_arg *x = p;
+	struct kv_inode a, s;
+	int rc;
+
+	/* dirty the page, get the symlink, then grow a's record */
+	if ((rc = kv_inode_get(t, x->a, &a)) || (rc = kv_inode_put(t, &a)) ||
+	    (rc = kv_inode_get(t, x->sym, &s)))
+		return rc;
+	a.inline_data = x->target;
+	a.inline_len = 100;
+	if ((rc = kv_inode_put(t, &a)))
+		return rc;
+	x->same = s.inline_len == sizeof(x->target) &&
+	          memcmp(s.inline_data, x->target, sizeof(x->target)) == 0;
+	s.ctime_ns++;
+	return kv_inode_put(t, &s);
+}
+
+/* A symlink's target got in a write op stays right while the op changes
+ * other records of its page; the record put back keeps it. */
+static void inline_data_survives_page_changes(void **state)
+{
+	kv_env *e = ((struct tu_image *)*state)->env;
+	struct inl_arg x;
+	struct kv_inode s;
+	kv_txn *t;
+
+	for (size_t i = 0; i < sizeof(x.target); i++)
+		x.target[i] = (char)('a' + i % 26);
+	assert_int_equal(kv_write(e, inl_setup_apply, &x, 0), 0);
+	assert_int_equal(kv_write(e, inl_apply, &x, 0), 0);
+	assert_true(x.same);
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_inode_get(t, x.sym, &s), 0);
+	assert_int_equal(s.inline_len, sizeof(x.target));
+	assert_memory_equal(s.inline_data, x.target, sizeof(x.target));
+	kv_read_end(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -796,6 +864,8 @@ int main(void)
 	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(lazy_joins_next_batch, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(lazy_runs_alone, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(inline_data_survives_page_changes, tu_setup,
+	                                        tu_teardown),
 	};
 
 	return cmocka_run_group_tests_name("writer", tests, NULL, NULL);
