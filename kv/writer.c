@@ -232,8 +232,9 @@ static struct kv_op *take_queue(kv_env *e)
  * to make durable while it waits without a timer. */
 static int writer_needs_wake(kv_env *e)
 {
+	/* unsynced is the role's: read only while nobody holds it */
 	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != W_LAZY) ||
-	       (e->unsynced && e->sync_interval_ms && e->w_timed == W_NONE);
+	       (e->w_timed == W_NONE && !e->w_busy && e->sync_interval_ms && e->unsynced);
 }
 
 /* Give up the writer's role (held by the caller). */
