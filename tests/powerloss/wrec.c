@@ -333,24 +333,10 @@ static uint64_t cur_off(int fd, int flags)
 	return (uint64_t)lseek(fd, 0, SEEK_CUR);
 }
 
-ssize_t write(int fd, const void *buf, size_t len)
+/* A write call on fd (image open flags, or -1) returned n: log it if fd is
+ * the image, keeping the call's errno. */
+static ssize_t wrote(int flags, uint64_t off, const struct iovec *iov, int cnt, ssize_t n)
 {
-	int flags = image_flags(fd);
-	uint64_t off = flags >= 0 ? cur_off(fd, flags) : 0;
-	ssize_t n = REAL(write)(fd, buf, len);
-	int err = errno;
-
-	if (flags >= 0)
-		log_write(flags, off, &(struct iovec){(void *)buf, len}, 1, n);
-	errno = err;
-	return n;
-}
-
-ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-	int flags = image_flags(fd);
-	uint64_t off = flags >= 0 ? cur_off(fd, flags) : 0;
-	ssize_t n = REAL(writev)(fd, iov, cnt);
 	int err = errno;
 
 	if (flags >= 0)
@@ -359,68 +345,58 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	return n;
 }
 
+ssize_t write(int fd, const void *buf, size_t len)
+{
+	int flags = image_flags(fd);
+	uint64_t off = flags >= 0 ? cur_off(fd, flags) : 0;
+	return wrote(flags, off, &(struct iovec){(void *)buf, len}, 1, REAL(write)(fd, buf, len));
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	int flags = image_flags(fd);
+	uint64_t off = flags >= 0 ? cur_off(fd, flags) : 0;
+	return wrote(flags, off, iov, cnt, REAL(writev)(fd, iov, cnt));
+}
+
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 {
 	int flags = image_flags(fd);
-	ssize_t n = REAL(pwrite)(fd, buf, len, off);
-	int err = errno;
 
-	if (flags >= 0)
-		log_write(flags, (uint64_t)off, &(struct iovec){(void *)buf, len}, 1, n);
-	errno = err;
-	return n;
+	return wrote(flags, (uint64_t)off, &(struct iovec){(void *)buf, len}, 1,
+		     REAL(pwrite)(fd, buf, len, off));
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off)
 {
 	int flags = image_flags(fd);
-	ssize_t n = REAL(pwrite64)(fd, buf, len, off);
-	int err = errno;
 
-	if (flags >= 0)
-		log_write(flags, (uint64_t)off, &(struct iovec){(void *)buf, len}, 1, n);
-	errno = err;
-	return n;
+	return wrote(flags, (uint64_t)off, &(struct iovec){(void *)buf, len}, 1,
+		     REAL(pwrite64)(fd, buf, len, off));
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
 	int flags = image_flags(fd);
-	ssize_t n = REAL(pwritev)(fd, iov, cnt, off);
-	int err = errno;
 
-	if (flags >= 0)
-		log_write(flags, (uint64_t)off, iov, cnt, n);
-	errno = err;
-	return n;
+	return wrote(flags, (uint64_t)off, iov, cnt, REAL(pwritev)(fd, iov, cnt, off));
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
 	int flags = image_flags(fd);
-	ssize_t n = REAL(pwritev64)(fd, iov, cnt, off);
-	int err = errno;
 
-	if (flags >= 0)
-		log_write(flags, (uint64_t)off, iov, cnt, n);
-	errno = err;
-	return n;
+	return wrote(flags, (uint64_t)off, iov, cnt, REAL(pwritev64)(fd, iov, cnt, off));
 }
 
 ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int rwf)
 {
 	int flags = image_flags(fd);
 	uint64_t at = flags >= 0 && off == -1 ? cur_off(fd, flags) : (uint64_t)off;
-	ssize_t n = REAL(pwritev2)(fd, iov, cnt, off, rwf);
-	int err = errno;
 
-	if (flags >= 0) {
-		if (rwf & (RWF_DSYNC | RWF_SYNC))
-			flags |= O_DSYNC;
-		log_write(flags, at, iov, cnt, n);
-	}
-	errno = err;
-	return n;
+	if (flags >= 0 && (rwf & (RWF_DSYNC | RWF_SYNC)))
+		flags |= O_DSYNC;
+	return wrote(flags, at, iov, cnt, REAL(pwritev2)(fd, iov, cnt, off, rwf));
 }
 
 /* fsync and fdatasync: the same barrier for the image's data (LMDB never
@@ -451,26 +427,25 @@ int fdatasync(int fd)
 	return logged_sync(fd, REAL(fdatasync));
 }
 
-int ftruncate(int fd, off_t len)
+/* An ftruncate of fd to len returned rc: log it if fd is the image. */
+static int truncated(int fd, uint64_t len, int rc)
 {
-	int rc = REAL(ftruncate)(fd, len);
 	int err = errno;
 
 	if (rc == 0 && image_flags(fd) >= 0)
-		log_note(WREC_TRUNC, (uint64_t)len, 0, 0);
+		log_note(WREC_TRUNC, len, 0, 0);
 	errno = err;
 	return rc;
 }
 
+int ftruncate(int fd, off_t len)
+{
+	return truncated(fd, (uint64_t)len, REAL(ftruncate)(fd, len));
+}
+
 int ftruncate64(int fd, off64_t len)
 {
-	int rc = REAL(ftruncate64)(fd, len);
-	int err = errno;
-
-	if (rc == 0 && image_flags(fd) >= 0)
-		log_note(WREC_TRUNC, (uint64_t)len, 0, 0);
-	errno = err;
-	return rc;
+	return truncated(fd, (uint64_t)len, REAL(ftruncate64)(fd, len));
 }
 
 static void mapped(int fd, int prot, int flags)
