@@ -430,21 +430,15 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 	pthread_mutex_lock(&e->q_lock);
 	if (!e->w_busy && !e->q_head && !e->q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
-		struct kv_op *batch = take_queue(e);
+		struct kv_op *batch;
 
-		e->w_busy = 1;
-		pthread_mutex_unlock(&e->q_lock);
 		op.apply = apply;
 		op.arg = arg;
 		op.done = NULL;
-		if (batch) {
-			struct kv_op *last = batch;
-			while (last->next)
-				last = last->next;
-			last->next = &op;
-		} else {
-			batch = &op;
-		}
+		e->q_head = e->q_tail = &op; /* the queue was empty */
+		batch = take_queue(e);
+		e->w_busy = 1;
+		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		role_release(e);
 		return op.rc;
