@@ -282,14 +282,20 @@ static void write_returns_apply_result(void **state)
 	assert_int_equal(kv_write(e, return_arg, &rc, KV_OP_SYNC), 0);
 }
 
-static int normal_setup(void **state)
+/* A fresh image opened with o, as *state (tu_setup's, with options). */
+static int setup_opts(void **state, const struct kv_open_opts *o)
 {
 	struct tu_image *im = calloc(1, sizeof(*im));
 
 	*state = im;
 	if (!im || tu_image_new(im, NULL))
 		return -1;
-	return tu_image_open(im, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL});
+	return tu_image_open(im, o);
+}
+
+static int normal_setup(void **state)
+{
+	return setup_opts(state, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL});
 }
 
 /* ---------------------------------------------------- big batches -- */
@@ -415,12 +421,7 @@ static void batch_grows_map(void **state)
 
 static int capped_setup(void **state)
 {
-	struct tu_image *im = calloc(1, sizeof(*im));
-
-	*state = im;
-	if (!im || tu_image_new(im, NULL))
-		return -1;
-	return tu_image_open(im, &(struct kv_open_opts){.max_size = 1 << 20});
+	return setup_opts(state, &(struct kv_open_opts){.max_size = 1 << 20});
 }
 
 /* In a map capped at 1 MiB, the 2 MiB op fails alone with -ENOSPC. */
@@ -653,12 +654,7 @@ static void write_queues_while_role_held(void **state)
 
 static int interval_setup(void **state)
 {
-	struct tu_image *im = calloc(1, sizeof(*im));
-
-	*state = im;
-	if (!im || tu_image_new(im, NULL))
-		return -1;
-	return tu_image_open(im, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL,
+	return setup_opts(state, &(struct kv_open_opts){.durability = KV_DURABLE_NORMAL,
 	                                                .sync_interval_ms = 20});
 }
 
