@@ -78,6 +78,7 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 		return kv_err(t, rc, "put block");
 	memcpy(v.mv_data, data, len);
 	kv_put_le64((unsigned char *)v.mv_data + len, kv_block_csum(ino, idx, data, len));
+	t->env->wb_bytes += len;
 	return 0;
 }
 

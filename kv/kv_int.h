@@ -86,8 +86,17 @@ struct kv_env {
 	/* the writer's role only (whoever holds w_busy, or the writer thread): */
 	int unsynced;             /* commits not yet made durable */
 	uint64_t next_ino;
+	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
 	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
+
+	/* flusher (flusher.c) */
+	pthread_t flusher;
+	pthread_mutex_t f_lock;
+	pthread_cond_t f_cond;
+	int f_kick, f_stop;       /* f_lock */
+	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
+	int f_no_alloc;           /* the host refused fallocate */
 };
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests

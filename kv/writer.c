@@ -8,6 +8,8 @@
  * Ops that arrive while the role is held queue up; the writer thread takes
  * them all as one batch when the role comes free (kv_submit() always queues).
  * The writer thread also makes idle commits durable after sync_interval_ms.
+ * After each KV_FLUSH_KICK bytes of file data the role kicks the flusher
+ * thread (flusher.c), which keeps the host filesystem ahead of the commits.
  *
  * A batch:
  *
@@ -186,6 +188,10 @@ static void run_batch(kv_env *e, struct kv_op *start)
 					op->rc = rc;
 		} else {
 			e->unsynced = e->durability != KV_DURABLE_FULL;
+			if (e->wb_bytes >= KV_FLUSH_KICK) {
+				e->wb_bytes = 0;
+				kv_flusher_kick(e);
+			}
 			for (op = start; op != stop; op = op->next)
 				sync |= op->flags & KV_OP_SYNC;
 			if (sync && e->durability != KV_DURABLE_FULL) {
@@ -335,10 +341,20 @@ int kv_writer_start(kv_env *e)
 		e->wbuf = e->ibuf = NULL;
 		return -ENOMEM;
 	}
+	rc = kv_flusher_start(e);
+	if (rc) {
+		free(e->wbuf);
+		free(e->ibuf);
+		e->wbuf = e->ibuf = NULL;
+		return rc;
+	}
 	pthread_mutex_init(&e->q_lock, NULL);
 	pthread_cond_init(&e->q_cond, NULL);
 	rc = pthread_create(&e->writer, NULL, writer_main, e);
 	if (rc) {
+		pthread_cond_destroy(&e->q_cond);
+		pthread_mutex_destroy(&e->q_lock);
+		kv_flusher_stop(e);
 		free(e->wbuf);
 		free(e->ibuf);
 		e->wbuf = e->ibuf = NULL;
@@ -358,6 +374,7 @@ void kv_writer_stop(kv_env *e)
 	e->writer_running = 0;
 	pthread_cond_destroy(&e->q_cond);
 	pthread_mutex_destroy(&e->q_lock);
+	kv_flusher_stop(e);
 	free(e->wbuf);
 	free(e->ibuf);
 	e->wbuf = e->ibuf = NULL;

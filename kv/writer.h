@@ -10,6 +10,13 @@
 int kv_writer_start(kv_env *env);
 /* Run every queued op, then end the thread. */
 void kv_writer_stop(kv_env *env);
+/* The flusher thread (flusher.c): started and stopped with the writer;
+ * kicked by the role after each KV_FLUSH_KICK bytes of file data. */
+#define KV_FLUSH_KICK (8ULL << 20)
+int kv_flusher_start(kv_env *env);
+void kv_flusher_kick(kv_env *env);
+/* End the thread; give back the space allocated past the image's end. */
+void kv_flusher_stop(kv_env *env);
 /* LMDB reports a short write (the disk filled up mid-commit) as EIO: true
  * when the image's filesystem has no room left, so the caller can say
  * ENOSPC (env.c). */

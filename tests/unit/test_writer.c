@@ -11,6 +11,9 @@
  * holds the role it queues instead and runs after. A lazy op joins the
  * next batch, or runs on its own when none comes, or at close. Inline data
  * got in an op survives the op's changes to other records of its page.
+ * The flusher allocates room past the image's end while it grows (given
+ * back at close) and, with durability=none, writes the image back behind
+ * the commits.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,8 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <dirent.h>
@@ -840,6 +847,125 @@ static void inline_data_survives_page_changes(void **state)
 	kv_read_end(t);
 }
 
+/* ---------------------------------------------------------- flusher -- */
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#define SYS_CACHESTAT 451 /* the same on every architecture */
+
+struct cs_range {
+	uint64_t off, len;
+};
+
+struct cs {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+static off_t alloc_bytes(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (off_t)st.st_blocks * 512 - st.st_size;
+}
+
+/* Write mib MiB of file data through the writer, 1 MiB per op. */
+static void write_mib(kv_env *e, int mib)
+{
+	unsigned char *buf = malloc(1 << 20);
+	uint64_t ino;
+
+	assert_non_null(buf);
+	tu_fill(buf, 1 << 20, 3);
+	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "big", 0100644, &ino), 0);
+	for (int i = 0; i < mib; i++)
+		assert_int_equal(tu_pwrite(e, ino, (uint64_t)i << 20, buf, 1 << 20), 0);
+	free(buf);
+}
+
+/* While the image grows, room past its end is allocated ahead of the
+ * commits (at least 8 MiB); kv_close gives it back. */
+static void flusher_allocates_ahead(void **state)
+{
+	struct tu_image *im = *state;
+	char probe[PATH_MAX];
+	int fd, i;
+
+	/* a host filesystem without fallocate has nothing to show */
+	fd = open(tu_image_file(im, "probe", probe), O_CREAT | O_RDWR, 0644);
+	assert_true(fd >= 0);
+	i = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096);
+	close(fd);
+	unlink(probe);
+	if (i != 0)
+		skip();
+	assert_true(alloc_bytes(im->path) < (4 << 20));
+	write_mib(im->env, 40);
+	for (i = 0; i < 500 && alloc_bytes(im->path) < (4 << 20); i++)
+		usleep(10000); /* the flusher runs on its own thread */
+	assert_true(alloc_bytes(im->path) >= (4 << 20));
+	tu_image_close(im);
+	assert_true(alloc_bytes(im->path) < (1 << 20));
+}
+
+static int capped20_setup(void **state)
+{
+	return setup_opts(state, &(struct kv_open_opts){.durability = KV_DURABLE_NONE,
+	                                                .max_size = 20 << 20});
+}
+
+/* The room allocated ahead never takes the image's blocks past max_size. */
+static void flusher_stays_under_max_size(void **state)
+{
+	struct tu_image *im = *state;
+	struct stat st;
+
+	int fd;
+
+	write_mib(im->env, 16); /* kicks at 8 and 16 MiB: 8 MiB more wanted */
+	usleep(200000);
+	/* written back first: until then ext4 also counts blocks it reserved
+	 * for pages written before the room was allocated */
+	fd = open(im->path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+	assert_int_equal(stat(im->path, &st), 0);
+	/* plus a block or two of the host's own (ext4's extent tree) */
+	assert_true((uint64_t)st.st_blocks * 512 <= (20 << 20) + (64 << 10));
+	assert_true((uint64_t)st.st_size > (16 << 20));
+}
+
+/* With durability=none commits do not sync: the flusher starts write-back
+ * of the image behind them, so the host's page cache does not hold every
+ * byte dirty until a sync (the kernel's own write-back waits 30 s here). */
+static void flusher_writes_behind(void **state)
+{
+	struct tu_image *im = *state;
+	struct cs_range r = {0, 0};
+	struct cs c;
+	struct statfs sf;
+	int fd, i;
+
+	assert_int_equal(statfs(im->dir, &sf), 0);
+	fd = open(im->path, O_RDONLY);
+	assert_true(fd >= 0);
+	if (sf.f_type == TMPFS_MAGIC || syscall(SYS_CACHESTAT, fd, &r, &c, 0) != 0) {
+		close(fd); /* memory has nothing to write back; or an older kernel */
+		skip();
+	}
+	write_mib(im->env, 40);
+	for (i = 0; i < 1000; i++) {
+		assert_int_equal(syscall(SYS_CACHESTAT, fd, &r, &c, 0), 0);
+		if (c.nr_dirty * 4096 < (16 << 20))
+			break;
+		usleep(10000);
+	}
+	close(fd);
+	assert_true(c.nr_dirty * 4096 < (16 << 20));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -860,6 +986,10 @@ int main(void)
 	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(lazy_joins_next_batch, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(lazy_runs_alone, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(flusher_allocates_ahead, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(flusher_writes_behind, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(flusher_stays_under_max_size, capped20_setup,
+	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(inline_data_survives_page_changes, tu_setup,
 	                                        tu_teardown),
 	};

@@ -1,0 +1,121 @@
+/*
+ * flusher.c - keeps the host filesystem ahead of the writer: a thread the
+ * writer's role kicks after every KV_FLUSH_KICK bytes of file data it
+ * commits (writer.c). On a kick it
+ *
+ *  - starts write-back of the image's dirty pages without waiting for it
+ *    (sync_file_range), when commits do not sync (durability=none): an
+ *    fsync(2), the idle sync or the host's own write-back later finds
+ *    little left to write, instead of the whole of a large write at once;
+ *  - keeps the space past the image's end allocated (fallocate with
+ *    FALLOC_FL_KEEP_SIZE: 1/8 of the image, 8 to 64 MiB, never past
+ *    max_size), so the pages LMDB appends land in allocated blocks rather
+ *    than in the host filesystem's delayed allocation, which costs the
+ *    committing thread per page.
+ *
+ * Both calls work on the image's file and change none of its bytes or its
+ * size, so they need neither the writer's role nor the map lock. kv_close
+ * gives back what is left of the allocation past the end (kv_flusher_stop).
+ *
+ * Invariants:
+ *  1. The image's size and contents are changed only by LMDB and by
+ *     kv_flusher_stop's trim to the size it already has.
+ *  2. A failed call costs speed, never data: an fallocate the host refuses
+ *     (EOPNOTSUPP) is not tried again, any other failure waits for the next
+ *     kick; LMDB's own writes still report a full disk.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+#define ALLOC_MIN (8ULL << 20)
+#define ALLOC_MAX (64ULL << 20)
+
+/* Keep [size, size + ahead) allocated, topping it up when half is used. */
+static void allocate_ahead(kv_env *e)
+{
+	struct stat st;
+	uint64_t size, ahead;
+
+	if (e->f_no_alloc || fstat(e->lock_fd, &st) != 0)
+		return;
+	size = (uint64_t)st.st_size;
+	ahead = size / 8;
+	if (ahead < ALLOC_MIN)
+		ahead = ALLOC_MIN;
+	if (ahead > ALLOC_MAX)
+		ahead = ALLOC_MAX;
+	if (e->max_size && size + ahead > e->max_size) /* max_size bounds the blocks too */
+		ahead = e->max_size > size ? e->max_size - size : 0;
+	if (ahead == 0 || e->f_alloc_end >= size + ahead / 2)
+		return;
+	if (fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, (off_t)size, (off_t)ahead) == 0)
+		e->f_alloc_end = size + ahead;
+	else if (errno == EOPNOTSUPP || errno == ENOSYS)
+		e->f_no_alloc = 1;
+}
+
+static void *flusher_main(void *arg)
+{
+	kv_env *e = arg;
+
+	pthread_mutex_lock(&e->f_lock);
+	for (;;) {
+		while (!e->f_kick && !e->f_stop)
+			pthread_cond_wait(&e->f_cond, &e->f_lock);
+		if (e->f_stop)
+			break;
+		e->f_kick = 0;
+		pthread_mutex_unlock(&e->f_lock);
+		if (e->durability == KV_DURABLE_NONE)
+			sync_file_range(e->lock_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		allocate_ahead(e);
+		pthread_mutex_lock(&e->f_lock);
+	}
+	pthread_mutex_unlock(&e->f_lock);
+	return NULL;
+}
+
+int kv_flusher_start(kv_env *e)
+{
+	int rc;
+
+	pthread_mutex_init(&e->f_lock, NULL);
+	pthread_cond_init(&e->f_cond, NULL);
+	rc = pthread_create(&e->flusher, NULL, flusher_main, e);
+	if (rc) {
+		pthread_cond_destroy(&e->f_cond);
+		pthread_mutex_destroy(&e->f_lock);
+		return -rc;
+	}
+	return 0;
+}
+
+void kv_flusher_kick(kv_env *e)
+{
+	pthread_mutex_lock(&e->f_lock);
+	e->f_kick = 1;
+	pthread_cond_signal(&e->f_cond);
+	pthread_mutex_unlock(&e->f_lock);
+}
+
+void kv_flusher_stop(kv_env *e)
+{
+	struct stat st;
+
+	pthread_mutex_lock(&e->f_lock);
+	e->f_stop = 1;
+	pthread_cond_signal(&e->f_cond);
+	pthread_mutex_unlock(&e->f_lock);
+	pthread_join(e->flusher, NULL);
+	pthread_cond_destroy(&e->f_cond);
+	pthread_mutex_destroy(&e->f_lock);
+	/* the writer has stopped: nothing extends the image any more, and a
+	 * truncate to its own size frees the blocks allocated past it */
+	if (e->f_alloc_end && fstat(e->lock_fd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
+		(void)!ftruncate(e->lock_fd, st.st_size);
+}
