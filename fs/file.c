@@ -156,11 +156,17 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	kv_read_end(t);
 }
 
+/* Checksums computed before a write takes the writer's role: a write of
+ * max_write (1 MiB at most) in blocks of the default 4072 bytes. */
+#define WRITE_SUMS ((1u << 20) / 4072 + 2)
+
 struct write_args {
 	uint64_t ino;
 	const char *buf;
 	size_t size;
 	uint64_t off;
+	size_t nsums;
+	uint64_t sums[WRITE_SUMS];
 	int blocks_changed; /* result */
 };
 
@@ -190,7 +196,7 @@ static int apply_write(kv_txn *t, void *arg)
 		return -EINVAL;
 	a->blocks_changed = 0;
 	nblocks = in.nblocks;
-	rc = kv_data_write(t, &in, a->off, a->buf, a->size);
+	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums);
 	if (rc)
 		return rc;
 	a->blocks_changed = in.nblocks != nblocks;
@@ -209,6 +215,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, a.sums, WRITE_SUMS);
 	rc = kv_write(fs.env, apply_write, &a, 0);
 	if (rc) {
 		fuse_reply_err(req, -rc);

@@ -67,17 +67,24 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 	return rc;
 }
 
-static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len)
+/* Store a block. sum: its checksum computed beforehand, or NULL. flags:
+ * MDB_NOOVERWRITE for a block that cannot exist yet (MDB_KEYEXIST if it
+ * does, nothing changed). */
+static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
+		     const uint64_t *sum, unsigned flags)
 {
 	unsigned char kb[16];
 	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
 	int rc;
 
-	rc = mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE);
+	rc = mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags);
+	if (rc == MDB_KEYEXIST)
+		return rc;
 	if (rc)
 		return kv_err(t, rc, "put block");
 	memcpy(v.mv_data, data, len);
-	kv_put_le64((unsigned char *)v.mv_data + len, kv_block_csum(ino, idx, data, len));
+	kv_put_le64((unsigned char *)v.mv_data + len,
+		    sum ? *sum : kv_block_csum(ino, idx, data, len));
 	t->env->wb_bytes += len;
 	return 0;
 }
@@ -166,12 +173,33 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	return (ssize_t)(end - off);
 }
 
+size_t kv_data_sums(kv_env *e, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		   uint64_t *sums, size_t max)
+{
+	const uint64_t bs = e->super.block_size;
+	uint64_t idx = (off + bs - 1) / bs, pos = idx * bs, end = off + len;
+	size_t n = 0;
+
+	if (off > KV_FILE_MAX || len > KV_FILE_MAX - off)
+		return 0;
+	for (; pos < end && n < max; idx++, pos += bs, n++)
+		sums[n] = kv_block_csum(ino, idx, (const unsigned char *)buf + (pos - off),
+					end - pos < bs ? end - pos : bs);
+	return n;
+}
+
 int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf, size_t len)
+{
+	return kv_data_write_sums(t, in, off, buf, len, NULL, 0);
+}
+
+int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
+		       size_t len, const uint64_t *sums, size_t nsums)
 {
 	const uint64_t bs = t->env->super.block_size;
 	const unsigned char *src = buf;
 	unsigned char *w = t->env->wbuf;
-	uint64_t pos = off, end;
+	uint64_t pos = off, end, first_sum;
 	int rc;
 
 	if (!t->write)
@@ -181,14 +209,22 @@ int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 	if (len == 0)
 		return 0; /* an empty write does not extend the file (POSIX write) */
 	end = off + len;
+	first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
 	while (pos < end) {
 		uint64_t idx = pos / bs, from = pos - idx * bs;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
+		const uint64_t *sum = NULL;
 		unsigned char kb[16];
 		MDB_val k = block_key(kb, in->ino, idx), v;
 		size_t olen = 0, nlen;
+		/* no block starts at or past the size (fsck checks it): such a
+		 * block is put without looking it up first */
+		int fresh = idx * bs >= in->size;
 
-		rc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+		if (from == 0 && idx - first_sum < nsums)
+			sum = &sums[idx - first_sum];
+	again:
+		rc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
 		if (rc == 0) {
 			/* the old bytes are needed (and verified) only when some of
 			 * them survive: a block written over whole is just replaced,
@@ -203,7 +239,7 @@ int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 			return kv_err(t, rc, "get block");
 		}
 		if (from == 0 && to >= olen) {
-			rc = block_put(t, in->ino, idx, src, to);
+			rc = block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
 		} else {
 			if (olen) /* a hole has no old bytes */
 				memcpy(w, v.mv_data, olen);
@@ -211,11 +247,16 @@ int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 				memset(w + olen, 0, from - olen);
 			memcpy(w + from, src, to - from);
 			nlen = to > olen ? to : olen;
-			rc = block_put(t, in->ino, idx, w, nlen);
+			rc = block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
+		}
+		if (rc == MDB_KEYEXIST) {
+			/* a block past the end after all (a damaged image) */
+			fresh = 0;
+			goto again;
 		}
 		if (rc)
 			return rc;
-		if (rc == 0 && olen == 0)
+		if (olen == 0)
 			in->nblocks++;
 		src += to - from;
 		pos = idx * bs + to;
@@ -271,7 +312,7 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 				blen = from; /* trim the tail */
 			else
 				memset(w + from, 0, to - from);
-			rc = block_put(t, in->ino, idx, w, blen);
+			rc = block_put(t, in->ino, idx, w, blen, NULL, 0);
 			if (rc)
 				return rc;
 		}

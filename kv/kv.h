@@ -246,6 +246,14 @@ ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, siz
 /* Write len bytes at off; updates in->size and in->nblocks (the caller
  * stores the inode). -EFBIG beyond the largest offset. */
 int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf, size_t len);
+/* The checksums of the blocks a write of [off, off + len) of inode ino
+ * starts on a block boundary, in order, at most max: computed before the
+ * write takes the writer's role, so the role spends its time storing. */
+size_t kv_data_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		    uint64_t *sums, size_t max);
+/* kv_data_write with the checksums from kv_data_sums over the same bytes. */
+int kv_data_write_sums(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf,
+		       size_t len, const uint64_t *sums, size_t nsums);
 /* Set the size, dropping or trimming blocks past it; updates in. */
 int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
 /* Make [off, off + len) a hole (whole blocks dropped, partial ones zeroed);

@@ -4,7 +4,9 @@
  * unaligned writes across blocks; truncate down and up; punch hole;
  * SEEK_DATA/SEEK_HOLE; nblocks accounting; a seeded random sequence checked
  * against an in-memory model after every step; a block corrupted through
- * raw LMDB reading as -EIO; purge of an inode's blocks.
+ * raw LMDB reading as -EIO; purge of an inode's blocks; checksums
+ * computed before the write (kv_data_sums), and a write over a block left
+ * past the end of a damaged file.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -246,7 +248,12 @@ static void mw(kv_env *e, uint64_t ino, struct model *m, uint64_t off, size_t le
 
 	assert_non_null(src);
 	tu_fill(src, len, seed);
-	assert_int_equal(tu_pwrite(e, ino, off, src, len), 0);
+	/* half the writes with their checksums computed first, as the daemon
+	 * writes: a sum used for the wrong bytes would read back as -EIO */
+	if (seed & 1)
+		assert_int_equal(tu_pwrite_sums(e, ino, off, src, len), 0);
+	else
+		assert_int_equal(tu_pwrite(e, ino, off, src, len), 0);
 	m_write(m, off, src, len);
 	free(src);
 	check_model(e, ino, m);
@@ -597,6 +604,70 @@ static void corrupt_block(void **state)
 	free(got);
 }
 
+/* kv_data_sums: one checksum per block the write starts on a boundary,
+ * bound to the block's place, and no more than asked for. */
+static void sums_per_block(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t bs = kv_block_size(e), sums[8];
+	unsigned char *buf = malloc(4 * bs);
+
+	assert_non_null(buf);
+	tu_fill(buf, 4 * bs, 5);
+	/* aligned: blocks 0-3, the last one short */
+	assert_int_equal(kv_data_sums(e, 7, 0, buf, 3 * bs + 9, sums, 8), 4);
+	assert_true(sums[0] == kv_block_csum(7, 0, buf, bs));
+	assert_true(sums[3] == kv_block_csum(7, 3, buf + 3 * bs, 9));
+	/* unaligned: the head of block 2 is not a whole segment */
+	assert_int_equal(kv_data_sums(e, 7, 2 * bs + 1, buf, 2 * bs, sums, 8), 2);
+	assert_true(sums[0] == kv_block_csum(7, 3, buf + bs - 1, bs));
+	assert_true(sums[1] == kv_block_csum(7, 4, buf + 2 * bs - 1, 1));
+	assert_int_equal(kv_data_sums(e, 7, 1, buf, bs - 1, sums, 8), 0);
+	assert_int_equal(kv_data_sums(e, 7, 0, buf, 4 * bs, sums, 2), 2);
+	assert_int_equal(kv_data_sums(e, 7, UINT64_MAX - 1, buf, 4, sums, 8), 0);
+	free(buf);
+}
+
+static void set_size_zero(unsigned char *val, size_t len, void *arg)
+{
+	(void)arg;
+	assert_true(len >= KV_INODE_LEN);
+	kv_put_le64(val + 16, 0);
+}
+
+/* A write past the size skips looking its blocks up (none may be there);
+ * on a damaged image where one is, the write still replaces it and counts
+ * it once. */
+static void stray_block_past_end(void **state)
+{
+	struct tu_image *im = *state;
+	uint64_t ino = f_new(im->env, "f"), bs = kv_block_size(im->env);
+	unsigned char *buf = malloc(3 * bs), *got = malloc(3 * bs), kb[8];
+	struct kv_inode in;
+
+	assert_non_null(buf);
+	assert_non_null(got);
+	tu_fill(buf, 3 * bs, 1);
+	assert_int_equal(tu_pwrite(im->env, ino, 0, buf, 3 * bs), 0);
+	tu_image_close(im);
+	kv_put_be64(kb, ino);
+	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_INODE], kb, 8, set_size_zero,
+				     NULL), 0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	assert_int_equal(tu_getattr(im->env, ino, &in), 0);
+	assert_true(in.size == 0 && in.nblocks == 3);
+
+	tu_fill(buf, 3 * bs, 2);
+	assert_int_equal(tu_pwrite_sums(im->env, ino, 0, buf, 2 * bs), 0);
+	assert_int_equal(tu_pwrite(im->env, ino, 2 * bs, buf + 2 * bs, bs), 0);
+	assert_int_equal(tu_getattr(im->env, ino, &in), 0);
+	assert_true(in.size == 3 * bs && in.nblocks == 3);
+	assert_int_equal(tu_pread(im->env, ino, 0, 3 * bs, got), (ssize_t)(3 * bs));
+	assert_memory_equal(got, buf, 3 * bs);
+	free(buf);
+	free(got);
+}
+
 /* kv_inode_purge drops the blocks and xattrs of one inode, no other. */
 struct purge_arg {
 	uint64_t ino;
@@ -651,6 +722,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(block_get, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(corrupt_block, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(purge, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(sums_per_block, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(stray_block_past_end, tu_setup, tu_teardown),
 	};
 
 	return cmocka_run_group_tests_name("data", tests, NULL, NULL);

@@ -148,6 +148,8 @@ struct pwrite_arg {
 	uint64_t ino, off;
 	const void *buf;
 	size_t len;
+	const uint64_t *sums;
+	size_t nsums;
 };
 
 static int pwrite_apply(kv_txn *t, void *p)
@@ -158,7 +160,7 @@ static int pwrite_apply(kv_txn *t, void *p)
 
 	rc = kv_inode_get(t, a->ino, &in);
 	if (!rc)
-		rc = kv_data_write(t, &in, a->off, a->buf, a->len);
+		rc = kv_data_write_sums(t, &in, a->off, a->buf, a->len, a->sums, a->nsums);
 	if (!rc)
 		rc = kv_inode_put(t, &in);
 	return rc;
@@ -169,6 +171,21 @@ int tu_pwrite(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t l
 	struct pwrite_arg a = {.ino = ino, .off = off, .buf = buf, .len = len};
 
 	return kv_write(env, pwrite_apply, &a, 0);
+}
+
+int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	size_t max = len / kv_block_size(env) + 2;
+	uint64_t *sums = malloc(max * sizeof(*sums));
+	struct pwrite_arg a = {.ino = ino, .off = off, .buf = buf, .len = len, .sums = sums};
+	int rc;
+
+	if (!sums)
+		return -ENOMEM;
+	a.nsums = kv_data_sums(env, ino, off, buf, len, sums, max);
+	rc = kv_write(env, pwrite_apply, &a, 0);
+	free(sums);
+	return rc;
 }
 
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf)

@@ -40,6 +40,9 @@ int tu_teardown(void **state);
 int tu_mkfile(kv_env *env, uint64_t dir, const char *name, uint32_t mode, uint64_t *ino);
 /* Write through kv_data_write and store the inode, in one op. */
 int tu_pwrite(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* The same with the block checksums computed first (kv_data_sums), as the
+ * daemon writes. */
+int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
 /* Read [off, off + len) of the file (its stored size) into buf: the byte
  * count, or a negative errno. */
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf);
