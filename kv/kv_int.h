@@ -96,6 +96,7 @@ struct kv_env {
 	pthread_cond_t f_cond;
 	int f_kick, f_stop;       /* f_lock */
 	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
+	uint64_t f_wb_from;       /* the flusher's: written back before here */
 	int f_no_alloc;           /* the host refused fallocate */
 };
 
