@@ -336,7 +336,8 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* room left: the disk's free space (plus slack inside the file) */
+	/* room left: the disk's free space, plus slack inside the file and the
+	 * room the image keeps allocated past its end */
 	avail = 0;
 	dir = strdup(fs.cfg.image);
 	if (dir && (slash = strrchr(dir, '/')) != NULL) {
@@ -347,6 +348,7 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	free(dir);
 	if (u.file_bytes > u.used_bytes)
 		avail += u.file_bytes - u.used_bytes;
+	avail += u.ahead_bytes;
 	if (u.max_bytes)
 		avail = u.max_bytes > u.used_bytes ? (u.max_bytes - u.used_bytes < avail
 							      ? u.max_bytes - u.used_bytes

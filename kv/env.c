@@ -572,8 +572,11 @@ read_end:
 	kv_read_end(t);
 	u->max_bytes = e->max_size;
 	u->page_size = e->page_size;
-	if (fstat(e->lock_fd, &st) == 0)
+	if (fstat(e->lock_fd, &st) == 0) {
 		u->file_bytes = (uint64_t)st.st_size;
+		if ((uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
+			u->ahead_bytes = (uint64_t)st.st_blocks * 512 - (uint64_t)st.st_size;
+	}
 	return rc;
 }
 

@@ -83,6 +83,7 @@ static void *flusher_main(void *arg)
 			allocate_ahead(e, (uint64_t)st.st_size);
 		}
 		pthread_mutex_lock(&e->f_lock);
+		e->f_done++;
 	}
 	pthread_mutex_unlock(&e->f_lock);
 	return NULL;
@@ -90,8 +91,12 @@ static void *flusher_main(void *arg)
 
 int kv_flusher_start(kv_env *e)
 {
+	struct stat st;
 	int rc;
 
+	/* what the image held at open is written already */
+	if (fstat(e->lock_fd, &st) == 0)
+		e->f_wb_from = (uint64_t)st.st_size;
 	pthread_mutex_init(&e->f_lock, NULL);
 	pthread_cond_init(&e->f_cond, NULL);
 	rc = pthread_create(&e->flusher, NULL, flusher_main, e);
@@ -123,8 +128,8 @@ void kv_flusher_stop(kv_env *e)
 	pthread_cond_destroy(&e->f_cond);
 	pthread_mutex_destroy(&e->f_lock);
 	/* the writer has stopped: nothing extends the image any more, and a
-	 * truncate to its own size frees the blocks allocated past it */
-	if (e->f_alloc_end && fstat(e->lock_fd, &st) == 0 &&
-	    (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
+	 * truncate to its own size frees the blocks allocated past it, also
+	 * by an fallocate that failed half way or a daemon that was killed */
+	if (fstat(e->lock_fd, &st) == 0 && (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
 		(void)!ftruncate(e->lock_fd, st.st_size);
 }

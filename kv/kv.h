@@ -101,6 +101,7 @@ struct kv_super {
 
 struct kv_usage {
 	uint64_t file_bytes;  /* size of the image file */
+	uint64_t ahead_bytes; /* blocks it holds past its size (kept allocated ahead) */
 	uint64_t map_bytes;   /* current map size */
 	uint64_t max_bytes;   /* configured maximum (0: none) */
 	uint64_t used_bytes;  /* pages in use by the last snapshot */

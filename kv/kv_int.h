@@ -95,6 +95,7 @@ struct kv_env {
 	pthread_mutex_t f_lock;
 	pthread_cond_t f_cond;
 	int f_kick, f_stop;       /* f_lock */
+	unsigned f_done;          /* f_lock: kicks handled (tests wait on it) */
 	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
 	uint64_t f_wb_from;       /* the flusher's: written back before here */
 	int f_no_alloc;           /* the host refused fallocate */
