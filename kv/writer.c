@@ -189,7 +189,8 @@ static void run_batch(kv_env *e, struct kv_op *start)
 		} else {
 			e->unsynced = e->durability != KV_DURABLE_FULL;
 			if (e->wb_bytes >= KV_FLUSH_KICK) {
-				e->wb_bytes = 0;
+				/* at each multiple of 8 MiB, not 8 MiB after a kick */
+				e->wb_bytes -= KV_FLUSH_KICK;
 				kv_flusher_kick(e);
 			}
 			for (op = start; op != stop; op = op->next)

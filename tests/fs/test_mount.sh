@@ -144,22 +144,25 @@ expect "max_size: second file after remount" cmp -s "$T/r4" "$MNT/r4b"
 kvfs_umount
 
 # room kept allocated past the image's end: free space on the mount, given
-# back at unmount
+# back at unmount (a fresh image: one with free pages inside grows later,
+# so how much room is left at the end depends on when the kicks came)
+kvfs_mkfs
 kvfs_mount -o durability=none
 # 17 MiB: kicks at 8 and 16 MiB of data, 8 MiB allocated ahead at each
 dd if=/dev/urandom of="$MNT/big" bs=1M count=17 conv=fsync status=none
 for i in $(seq 50); do # the flusher runs on its own thread
 	ahead=$(( $(stat -c '%b*%B-%s' "$IMG") ))
-	[ "$ahead" -ge $((4 << 20)) ] && break
+	[ "$ahead" -ge $((2 << 20)) ] && break
 	sleep 0.1
 done
-expect "ahead: room allocated past the image's end" [ "$ahead" -ge $((4 << 20)) ]
+expect "ahead: room allocated past the image's end ($ahead bytes, image $(stat -c %s "$IMG"))" \
+	[ "$ahead" -ge $((2 << 20)) ]
 # other tests may share the host filesystem: the smaller of two looks
 host1=$(( $(stat -f -c '%a*%S' "$T") ))
 free=$(( $(stat -f -c '%a*%S' "$MNT") ))
 host2=$(( $(stat -f -c '%a*%S' "$T") ))
 host=$(( host1 < host2 ? host1 : host2 ))
-expect "ahead: counted as free on the mount" [ "$free" -ge $((host + ahead - (1 << 20))) ]
+expect "ahead: counted as free on the mount" [ "$free" -ge $((host + ahead - (512 << 10))) ]
 kvfs_umount
 ahead=$(( $(stat -c '%b*%B-%s' "$IMG") ))
 expect "ahead: given back at unmount" [ "$ahead" -lt $((1 << 20)) ]
