@@ -251,6 +251,23 @@ struct setattr_args {
 	struct kv_inode out;
 };
 
+/* The time fields of a SETATTR; ctime is now unless it is given. */
+static void set_times(struct kv_inode *in, const struct stat *at, int to_set, int64_t now)
+{
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		in->atime_ns = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		in->atime_ns = (int64_t)at->st_atim.tv_sec * 1000000000 + at->st_atim.tv_nsec;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		in->mtime_ns = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		in->mtime_ns = (int64_t)at->st_mtim.tv_sec * 1000000000 + at->st_mtim.tv_nsec;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		in->ctime_ns = (int64_t)at->st_ctim.tv_sec * 1000000000 + at->st_ctim.tv_nsec;
+	else
+		in->ctime_ns = now;
+}
+
 static int apply_setattr(kv_txn *t, void *arg)
 {
 	struct setattr_args *a = arg;
@@ -290,19 +307,77 @@ static int apply_setattr(kv_txn *t, void *arg)
 				return rc;
 		}
 	}
-	if (a->to_set & FUSE_SET_ATTR_ATIME_NOW)
-		in->atime_ns = now;
-	else if (a->to_set & FUSE_SET_ATTR_ATIME)
-		in->atime_ns = (int64_t)at->st_atim.tv_sec * 1000000000 + at->st_atim.tv_nsec;
-	if (a->to_set & FUSE_SET_ATTR_MTIME_NOW)
-		in->mtime_ns = now;
-	else if (a->to_set & FUSE_SET_ATTR_MTIME)
-		in->mtime_ns = (int64_t)at->st_mtim.tv_sec * 1000000000 + at->st_mtim.tv_nsec;
-	if (a->to_set & FUSE_SET_ATTR_CTIME)
-		in->ctime_ns = (int64_t)at->st_ctim.tv_sec * 1000000000 + at->st_ctim.tv_nsec;
-	else
-		in->ctime_ns = now;
+	set_times(in, at, a->to_set, now);
 	return kv_inode_put(t, in);
+}
+
+/* A time update of a file with no name left, stored by the next batch. */
+struct times_op {
+	struct kv_op op;
+	uint64_t ino;
+	int64_t mtime_ns, ctime_ns;
+};
+
+static int apply_times(kv_txn *t, void *arg)
+{
+	struct times_op *o = arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, o->ino, &in);
+
+	if (rc == -ENOENT)
+		return 0; /* freed already */
+	if (rc)
+		return rc;
+	in.mtime_ns = o->mtime_ns;
+	in.ctime_ns = o->ctime_ns;
+	return kv_inode_put(t, &in);
+}
+
+static void times_done(void *arg, int rc)
+{
+	(void)rc; /* the file is freed when the kernel forgets it: nobody asks */
+	free(arg);
+}
+
+/* After UNLINK of a file's last name, the kernel (writeback cache) sends
+ * the new ctime with a SETATTR of mtime and ctime (fuse_update_ctime).
+ * Nothing can read those times back: the kernel keeps its own mtime and
+ * ctime of a regular file while it has it (the writeback cache), and the
+ * file is freed once the kernel forgets it, or at the next mount after a
+ * crash. So this commit need not be waited for: it joins the next batch
+ * (kv_submit_lazy), and a delete is one commit, not two. durability=full
+ * keeps every change durable before it is answered. 1 when queued, with
+ * the attributes to reply in *out. */
+static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
+			  struct kv_inode *out)
+{
+	struct times_op *o;
+	kv_txn *t;
+	int rc;
+
+	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
+	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
+		return 0;
+	if (kv_read_begin(fs.env, &t))
+		return 0;
+	rc = kv_inode_get(t, ino, out);
+	kv_read_end(t);
+	/* a file without links stays so (kvfs has no O_TMPFILE to link) */
+	if (rc || !S_ISREG(out->mode) || out->nlink != 0)
+		return 0;
+	out->inline_data = NULL;
+	out->inline_len = 0;
+	set_times(out, at, to_set, fs_now_ns());
+	o = malloc(sizeof(*o));
+	if (!o)
+		return 0;
+	*o = (struct times_op){.ino = ino, .mtime_ns = out->mtime_ns, .ctime_ns = out->ctime_ns};
+	o->op = (struct kv_op){.apply = apply_times, .done = times_done, .arg = o};
+	if (kv_submit_lazy(fs.env, &o->op)) {
+		free(o);
+		return 0;
+	}
+	return 1;
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -313,6 +388,11 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	int rc;
 
 	(void)fi;
+	if (setattr_lazily(ino, attr, to_set, &a.out)) {
+		fs_fill_stat(&a.out, &st);
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
+		return;
+	}
 	rc = kv_write(fs.env, apply_setattr, &a, 0);
 	if (rc) {
 		fuse_reply_err(req, -rc);

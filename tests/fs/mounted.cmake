@@ -1,7 +1,7 @@
 # Mounted tests beyond the syscall suite: each script mounts a real kvfs
 # under a temporary directory. Exit 77 (skipped) where /dev/fuse is missing.
 # Included from tests/CMakeLists.txt; paths are relative to this file.
-set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>")
+set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>;DUMP_BIN=$<TARGET_FILE:kvfs-dump>")
 set(FS_TESTS ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(concurrency ${FS_TESTS}/concurrency.c)
