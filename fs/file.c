@@ -165,8 +165,8 @@ struct write_args {
 	const char *buf;
 	size_t size;
 	uint64_t off;
+	const uint64_t *sums;
 	size_t nsums;
-	uint64_t sums[WRITE_SUMS];
 	int blocks_changed; /* result */
 };
 
@@ -207,7 +207,9 @@ static int apply_write(kv_txn *t, void *arg)
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
-	struct write_args a = {.ino = ino, .buf = buf, .size = size, .off = (uint64_t)off};
+	uint64_t sums[WRITE_SUMS]; /* filled, not zeroed: outside the initializer */
+	struct write_args a = {.ino = ino, .buf = buf, .size = size, .off = (uint64_t)off,
+			       .sums = sums};
 	int rc;
 
 	(void)fi;
@@ -215,7 +217,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, a.sums, WRITE_SUMS);
+	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
 	rc = kv_write(fs.env, apply_write, &a, 0);
 	if (rc) {
 		fuse_reply_err(req, -rc);
