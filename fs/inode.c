@@ -388,15 +388,12 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	int rc;
 
 	(void)fi;
-	if (setattr_lazily(ino, attr, to_set, &a.out)) {
-		fs_fill_stat(&a.out, &st);
-		fuse_reply_attr(req, &st, fs.cfg.timeout);
-		return;
-	}
-	rc = kv_write(fs.env, apply_setattr, &a, 0);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
+	if (!setattr_lazily(ino, attr, to_set, &a.out)) {
+		rc = kv_write(fs.env, apply_setattr, &a, 0);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	fs_fill_stat(&a.out, &st);
 	fuse_reply_attr(req, &st, fs.cfg.timeout);
