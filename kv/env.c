@@ -574,8 +574,7 @@ read_end:
 	u->page_size = e->page_size;
 	if (fstat(e->lock_fd, &st) == 0) {
 		u->file_bytes = (uint64_t)st.st_size;
-		if ((uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
-			u->ahead_bytes = (uint64_t)st.st_blocks * 512 - (uint64_t)st.st_size;
+		u->ahead_bytes = kv_bytes_past_end(&st);
 	}
 	return rc;
 }

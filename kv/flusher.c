@@ -130,6 +130,6 @@ void kv_flusher_stop(kv_env *e)
 	/* the writer has stopped: nothing extends the image any more, and a
 	 * truncate to its own size frees the blocks allocated past it, also
 	 * by an fallocate that failed half way or a daemon that was killed */
-	if (fstat(e->lock_fd, &st) == 0 && (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
+	if (fstat(e->lock_fd, &st) == 0 && kv_bytes_past_end(&st))
 		(void)!ftruncate(e->lock_fd, st.st_size);
 }

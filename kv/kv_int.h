@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kv.h"
 
@@ -100,6 +101,14 @@ struct kv_env {
 	uint64_t f_wb_from;       /* the flusher's: written back before here */
 	int f_no_alloc;           /* the host refused fallocate */
 };
+
+/* Bytes of blocks a file holds past its size (allocated ahead, flusher.c). */
+static inline uint64_t kv_bytes_past_end(const struct stat *st)
+{
+	uint64_t held = (uint64_t)st->st_blocks * 512;
+
+	return held > (uint64_t)st->st_size ? held - (uint64_t)st->st_size : 0;
+}
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests
  * replace it to force collisions. */

@@ -336,33 +336,26 @@ int kv_writer_start(kv_env *e)
 
 	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
 	e->ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
-	if (!e->wbuf || !e->ibuf) {
-		free(e->wbuf);
-		free(e->ibuf);
-		e->wbuf = e->ibuf = NULL;
-		return -ENOMEM;
-	}
-	rc = kv_flusher_start(e);
-	if (rc) {
-		free(e->wbuf);
-		free(e->ibuf);
-		e->wbuf = e->ibuf = NULL;
-		return rc;
-	}
+	rc = e->wbuf && e->ibuf ? kv_flusher_start(e) : -ENOMEM;
+	if (rc)
+		goto free_bufs;
 	pthread_mutex_init(&e->q_lock, NULL);
 	pthread_cond_init(&e->q_cond, NULL);
-	rc = pthread_create(&e->writer, NULL, writer_main, e);
+	rc = -pthread_create(&e->writer, NULL, writer_main, e);
 	if (rc) {
 		pthread_cond_destroy(&e->q_cond);
 		pthread_mutex_destroy(&e->q_lock);
 		kv_flusher_stop(e);
-		free(e->wbuf);
-		free(e->ibuf);
-		e->wbuf = e->ibuf = NULL;
-		return -rc;
+		goto free_bufs;
 	}
 	e->writer_running = 1;
 	return 0;
+
+free_bufs:
+	free(e->wbuf);
+	free(e->ibuf);
+	e->wbuf = e->ibuf = NULL;
+	return rc;
 }
 
 void kv_writer_stop(kv_env *e)
