@@ -556,6 +556,15 @@ static void block_get(void **state)
 	kv_read_end(t);
 }
 
+/* Close the image, change one raw record (tu_raw_edit), open it again. */
+static void edit_closed(struct tu_image *im, enum kv_db db, const void *key, size_t klen,
+			tu_edit_fn fn, void *arg)
+{
+	tu_image_close(im);
+	assert_int_equal(tu_raw_edit(im->path, kv_db_names[db], key, klen, fn, arg), 0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+}
+
 static void flip_byte(unsigned char *val, size_t len, void *arg)
 {
 	size_t at = *(size_t *)arg;
@@ -581,11 +590,9 @@ static void corrupt_block(void **state)
 	assert_non_null(got);
 	tu_fill(src, 3 * bs, 9);
 	assert_int_equal(tu_pwrite(im->env, ino, 0, src, 3 * bs), 0);
-	tu_image_close(im);
 	kv_put_be64(kb, ino);
 	kv_put_be64(kb + 8, 1);
-	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_DATA], kb, 16, flip_byte, &at), 0);
-	assert_int_equal(tu_image_open(im, NULL), 0);
+	edit_closed(im, KV_DB_DATA, kb, 16, flip_byte, &at);
 
 	assert_int_equal(kv_read_begin(im->env, &t), 0);
 	assert_int_equal(kv_block_get(t, ino, 1, &data, &len), -EIO);
@@ -649,11 +656,8 @@ static void stray_block_past_end(void **state)
 	assert_non_null(got);
 	tu_fill(buf, 3 * bs, 1);
 	assert_int_equal(tu_pwrite(im->env, ino, 0, buf, 3 * bs), 0);
-	tu_image_close(im);
 	kv_put_be64(kb, ino);
-	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_INODE], kb, 8, set_size_zero,
-				     NULL), 0);
-	assert_int_equal(tu_image_open(im, NULL), 0);
+	edit_closed(im, KV_DB_INODE, kb, 8, set_size_zero, NULL);
 	assert_int_equal(tu_getattr(im->env, ino, &in), 0);
 	assert_true(in.size == 0 && in.nblocks == 3);
 
