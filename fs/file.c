@@ -200,7 +200,12 @@ static int apply_write(kv_txn *t, void *arg)
 	if (rc)
 		return rc;
 	a->blocks_changed = in.nblocks != nblocks;
-	in.mtime_ns = in.ctime_ns = fs_now_ns();
+	/* with the writeback cache the kernel owns the times, shows its own
+	 * to stat(2), and sends them when they change (at close, fsync, the
+	 * inode's write-back): a time of kvfs's here would replace the one
+	 * users saw once the kernel forgets the inode or at the next mount */
+	if (!fs.cfg.writeback)
+		in.mtime_ns = in.ctime_ns = fs_now_ns();
 	return kv_inode_put(t, &in);
 }
 

@@ -192,5 +192,20 @@ if command -v mdb_stat >/dev/null; then
 	expect "delete: fsck clean" "$FSCK_BIN" -n "$IMG"
 fi
 
+# With the writeback cache the kernel owns a file's mtime and ctime: what
+# stat(2) showed is what is stored, also when a rewrite falls in the tick
+# of its truncation and the kernel sends no new times
+kvfs_mount
+for i in 1 2 3 4 5 6; do echo "$i" >"$MNT/t$i"; done
+sleep 0.1
+for i in 1 2 3 4 5 6; do echo "again $i" >"$MNT/t$i"; done # one tick or two
+stat -c '%n %.9Y %.9Z' "$MNT"/t? >"$T/before"
+kvfs_umount
+kvfs_mount
+stat -c '%n %.9Y %.9Z' "$MNT"/t? >"$T/after"
+expect "times: a rewritten file's mtime and ctime are what stat showed before the remount" \
+	cmp -s "$T/before" "$T/after"
+kvfs_umount
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
