@@ -51,13 +51,14 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct kv_dirent de;
 	struct kv_inode in;
 	size_t len = strlen(name);
+	int rc, settled = 0;
 	kv_txn *t;
-	int rc;
 
 	if (len > KV_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
+again:
 	rc = kv_read_begin(fs.env, &t);
 	if (rc)
 		goto reply_err;
@@ -71,6 +72,12 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == 0)
 		fs_fill_entry(&in, &e);
 	kv_read_end(t);
+	if (rc == 0 && !settled && fs_times_pending(e.ino)) {
+		/* the kernel forgot the inode and takes its times from here */
+		fs_times_settle(e.ino);
+		settled = 1;
+		goto again;
+	}
 	if (rc == 0) {
 		fs_itable_ref(e.ino);
 		fuse_reply_entry(req, &e);
@@ -643,6 +650,8 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int
 
 	if (size > sizeof(buf))
 		size = sizeof(buf);
+	if (plus)
+		fs_times_settle(0); /* the entries' times are the kernel's from here */
 	rc = kv_read_begin(fs.env, &t);
 	if (rc)
 		goto reply_err;

@@ -65,6 +65,11 @@ int fs_drop_link(kv_txn *t, struct kv_inode *in);
 /* Purge every orphan nobody references (mount, unmount). */
 int fs_purge_orphans(void);
 void fs_maybe_touch_atime(const struct kv_inode *in);
+/* 1 when a time update of ino is queued and not yet committed */
+int fs_times_pending(uint64_t ino);
+/* Wait until the time updates queued for ino (0: for any inode) are
+ * committed; nothing to do (one atomic load) while none is queued. */
+void fs_times_settle(uint64_t ino);
 
 /* itable.c: the kernel's lookup counts */
 int fs_itable_init(void);

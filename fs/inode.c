@@ -8,8 +8,12 @@
  *  2. An inode without links is purged only when the kernel holds no
  *     reference to it (itable.c); the purge re-checks the link count in the
  *     writer, so a rolled-back unlink can never free a live inode.
+ *  3. A time update queued lazily (setattr_lazily) is committed before any
+ *     reply that gives the inode's times back, and before fsync's sync.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -229,6 +233,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	(void)fi;
+	fs_times_settle(ino);
 	rc = kv_read_begin(fs.env, &t);
 	if (rc)
 		goto reply_err;
@@ -311,12 +316,83 @@ static int apply_setattr(kv_txn *t, void *arg)
 	return kv_inode_put(t, in);
 }
 
-/* A time update of a file with no name left, stored by the next batch. */
+/* ------------------------------------------------------- lazy times -- */
+
+/* A time update stored by the next batch (kv_submit_lazy). */
 struct times_op {
 	struct kv_op op;
 	uint64_t ino;
 	int64_t mtime_ns, ctime_ns;
 };
+
+/* The inodes with a time update queued and not yet committed. A reply that
+ * gives such an inode's attributes first waits for the update's commit
+ * (fs_times_settle), so every answer still follows its commit; the count
+ * keeps the check to one atomic load while nothing is pending. */
+#define LAZY_TIMES_MAX 16
+
+static struct {
+	pthread_mutex_t lock;
+	atomic_uint n;
+	uint64_t ino[LAZY_TIMES_MAX]; /* 0: a free slot */
+} lazy_times = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int lazy_times_add(uint64_t ino)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&lazy_times.lock);
+	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
+		if (lazy_times.ino[i] == 0) {
+			lazy_times.ino[i] = ino;
+			atomic_fetch_add(&lazy_times.n, 1);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lazy_times.lock);
+	return rc;
+}
+
+static void lazy_times_remove(uint64_t ino)
+{
+	pthread_mutex_lock(&lazy_times.lock);
+	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
+		if (lazy_times.ino[i] == ino) {
+			lazy_times.ino[i] = 0;
+			atomic_fetch_sub(&lazy_times.n, 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lazy_times.lock);
+}
+
+int fs_times_pending(uint64_t ino)
+{
+	int hit = 0;
+
+	if (atomic_load(&lazy_times.n) == 0)
+		return 0;
+	pthread_mutex_lock(&lazy_times.lock);
+	for (int i = 0; i < LAZY_TIMES_MAX && !hit; i++)
+		hit = lazy_times.ino[i] == ino;
+	pthread_mutex_unlock(&lazy_times.lock);
+	return hit;
+}
+
+static int apply_nothing(kv_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	return 0;
+}
+
+void fs_times_settle(uint64_t ino)
+{
+	/* a batch of its own runs after every lazy op queued before it */
+	if (ino ? fs_times_pending(ino) : atomic_load(&lazy_times.n) != 0)
+		(void)kv_write(fs.env, apply_nothing, NULL, 0);
+}
 
 static int apply_times(kv_txn *t, void *arg)
 {
@@ -335,21 +411,29 @@ static int apply_times(kv_txn *t, void *arg)
 
 static void times_done(void *arg, int rc)
 {
-	(void)rc; /* the file is freed when the kernel forgets it: nobody asks */
-	free(arg);
+	struct times_op *o = arg;
+
+	lazy_times_remove(o->ino);
+	if (rc)
+		fs_log("inode %llu: times not stored: %s", (unsigned long long)o->ino,
+		       strerror(-rc));
+	free(o);
 }
 
-/* After UNLINK of a file's last name, the kernel (writeback cache) sends
- * the new ctime with a SETATTR of mtime and ctime (fuse_update_ctime).
- * Nothing can read those times back: the kernel keeps its own mtime and
- * ctime of a regular file while it has it (the writeback cache), and the
- * file is freed once the kernel forgets it, or at the next mount after a
- * crash. So this commit need not be waited for: it joins the next batch
- * (kv_submit_lazy), and a delete is one commit, not two. durability=full
- * keeps every change durable before it is answered. 1 when queued, with
- * the attributes to reply in *out. */
+/* With the writeback cache the kernel keeps a regular file's mtime and
+ * ctime itself, as it keeps its dirty pages, and writes them back with a
+ * SETATTR of mtime and ctime: through an open file at close and at fsync
+ * (fi set), and after UNLINK (fuse_update_ctime). While the kernel has the
+ * inode it answers stat(2) from its own times; it takes them from kvfs only
+ * after it forgot the inode (LOOKUP, READDIRPLUS), and those replies settle
+ * the update first; fsync(2) commits it before it syncs. So such a SETATTR
+ * need not wait for a commit of its own: it joins the next batch
+ * (kv_submit_lazy), and a create is two commits, a delete one. A user's
+ * utimensat(2) (no fi) and every other change stay synchronous, and so
+ * does everything with durability=full. 1 when queued, with the
+ * attributes to reply in *out. */
 static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
-			  struct kv_inode *out)
+			  const struct fuse_file_info *fi, struct kv_inode *out)
 {
 	struct times_op *o;
 	kv_txn *t;
@@ -358,12 +442,12 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
 		return 0;
+	fs_times_settle(ino); /* *out is what is committed, then this update */
 	if (kv_read_begin(fs.env, &t))
 		return 0;
 	rc = kv_inode_get(t, ino, out);
 	kv_read_end(t);
-	/* a file without links stays so (kvfs has no O_TMPFILE to link) */
-	if (rc || !S_ISREG(out->mode) || out->nlink != 0)
+	if (rc || !S_ISREG(out->mode) || (!fi && out->nlink != 0))
 		return 0;
 	out->inline_data = NULL;
 	out->inline_len = 0;
@@ -373,7 +457,12 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 		return 0;
 	*o = (struct times_op){.ino = ino, .mtime_ns = out->mtime_ns, .ctime_ns = out->ctime_ns};
 	o->op = (struct kv_op){.apply = apply_times, .done = times_done, .arg = o};
+	if (lazy_times_add(ino)) {
+		free(o);
+		return 0;
+	}
 	if (kv_submit_lazy(fs.env, &o->op)) {
+		lazy_times_remove(ino);
 		free(o);
 		return 0;
 	}
@@ -387,8 +476,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	struct stat st;
 	int rc;
 
-	(void)fi;
-	if (!setattr_lazily(ino, attr, to_set, &a.out)) {
+	if (!setattr_lazily(ino, attr, to_set, fi, &a.out)) {
 		rc = kv_write(fs.env, apply_setattr, &a, 0);
 		if (rc) {
 			fuse_reply_err(req, -rc);

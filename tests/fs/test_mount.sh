@@ -181,6 +181,13 @@ if command -v mdb_stat >/dev/null; then
 	t1=$(txn)
 	expect "delete: at most 1.3 commits per file ($((t1 - t0)) for 100)" \
 		[ $((t1 - t0)) -le 130 ]
+	# creating one is two: the SETATTR of its times at close rides along
+	t0=$(txn)
+	for i in $(seq 100); do echo "$i" >"$MNT/del/c$i"; done
+	t1=$(txn)
+	expect "create: at most 2.3 commits per file ($((t1 - t0)) for 100)" \
+		[ $((t1 - t0)) -le 230 ]
+	rm "$MNT"/del/c*
 	echo kept >"$MNT/del/open"
 	exec 7<"$MNT/del/open"
 	rm "$MNT/del/open"
@@ -205,6 +212,48 @@ kvfs_mount
 stat -c '%n %.9Y %.9Z' "$MNT"/t? >"$T/after"
 expect "times: a rewritten file's mtime and ctime are what stat showed before the remount" \
 	cmp -s "$T/before" "$T/after"
+kvfs_umount
+
+# The times the kernel writes back at close and at fsync (writeback cache)
+# commit with the next change, but every answer that gives them back
+# follows their commit: a LOOKUP after the kernel forgot the file, fsync(2).
+cat >"$T/times.py" <<'PY'
+import os, sys, time
+what, path = sys.argv[1], sys.argv[2]
+def write(i):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    time.sleep(0.01) # a later tick: the write changes the kernel's mtime
+    os.write(fd, b"%d\n" % i)
+    return fd
+if what == "forget":  # write and close, make the kernel forget the file
+    stale = 0
+    for i in range(20):
+        os.close(write(i))
+        kernel = os.stat(path).st_mtime_ns
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+        if os.stat(path).st_mtime_ns != kernel:
+            stale += 1
+    print(stale)
+elif what == "fsync":  # write, fsync, kill the daemon at once
+    fd = write(0)
+    os.fsync(fd)
+    print(os.fstat(fd).st_mtime_ns, flush=True)
+    os.kill(int(sys.argv[3]), 9)
+    os._exit(0)
+else:
+    print(os.stat(path).st_mtime_ns)
+PY
+kvfs_mount
+stale=$(/usr/bin/python3 "$T/times.py" forget "$MNT/times")
+expect "times: a lookup after the kernel forgot the file gives its mtime (stale: $stale of 20)" \
+	[ "$stale" = 0 ]
+synced=$(/usr/bin/python3 "$T/times.py" fsync "$MNT/times" "$(kvfs_pid)")
+fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+kvfs_wait_closed
+kvfs_mount
+kept=$(/usr/bin/python3 "$T/times.py" stat "$MNT/times")
+expect "times: an fsync'd mtime survives kill -9 ($synced, $kept)" [ "$synced" = "$kept" ]
 kvfs_umount
 
 echo "$passes passed, $fails failed"
