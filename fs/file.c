@@ -60,11 +60,12 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	(void)ino;
 	(void)datasync;
 	(void)fi;
 	/* every write before this was committed before it was answered; the
-	 * times the kernel sent at close may still be queued */
-	fs_times_settle(ino);
+	 * times the kernel wrote back (of any file) may still be queued */
+	fs_times_settle(0);
 	fuse_reply_err(req, -kv_sync(fs.env));
 }
 

@@ -4,7 +4,8 @@
  *
  * Invariants:
  *  1. getattr reads through the thread's recycled read transaction and
- *     allocates nothing.
+ *     allocates nothing, unless a time update of that inode is still queued
+ *     (3): then it first runs a batch.
  *  2. An inode without links is purged only when the kernel holds no
  *     reference to it (itable.c); the purge re-checks the link count in the
  *     writer, so a rolled-back unlink can never free a live inode.
@@ -422,8 +423,9 @@ static void times_done(void *arg, int rc)
 
 /* With the writeback cache the kernel keeps a regular file's mtime and
  * ctime itself, as it keeps its dirty pages, and writes them back with a
- * SETATTR of mtime and ctime: through an open file at close and at fsync
- * (fi set), and after UNLINK (fuse_update_ctime). While the kernel has the
+ * SETATTR of mtime and ctime: through a file open for writing (fi set) at
+ * close, at fsync, at the inode's periodic write-back, and after UNLINK
+ * (fuse_update_ctime). While the kernel has the
  * inode it answers stat(2) from its own times; it takes them from kvfs only
  * after it forgot the inode (LOOKUP, READDIRPLUS), and those replies settle
  * the update first; fsync(2) commits it before it syncs. So such a SETATTR
@@ -442,7 +444,9 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
 		return 0;
-	fs_times_settle(ino); /* *out is what is committed, then this update */
+	/* *out is what is committed, then this update: a SETATTR of ctime
+	 * alone must not store a queued update's mtime back to the old one */
+	fs_times_settle(ino);
 	if (kv_read_begin(fs.env, &t))
 		return 0;
 	rc = kv_inode_get(t, ino, out);
