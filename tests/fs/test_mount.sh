@@ -239,11 +239,14 @@ elif what == "fsync":  # write and fsync it, write and close another,
     other = os.open(path + ".other", os.O_WRONLY | os.O_CREAT) # fsync one,
     fd = write(0)                                  # kill the daemon at once
     os.fsync(fd)
+    synced = os.fstat(fd).st_mtime_ns
     path += ".closed"
-    os.close(write(1))
+    fd = write(1)
+    closed = os.fstat(fd).st_mtime_ns # what close sends; no stat after it:
+    os.close(fd)                      # a GETATTR would commit it
     os.fsync(other)
-    print(os.fstat(fd).st_mtime_ns, os.stat(path).st_mtime_ns, flush=True)
     os.kill(int(sys.argv[3]), 9)
+    print(synced, closed)
     os._exit(0)
 else:
     print(os.stat(path).st_mtime_ns, os.stat(path + ".closed").st_mtime_ns)
