@@ -131,19 +131,18 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	rc = kv_read_begin(fs.env, &t);
+	rc = fs_read_inode(ino, &t, &in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = kv_inode_get(t, ino, &in);
-	if (rc == 0 && S_ISDIR(in.mode))
+	if (S_ISDIR(in.mode))
 		rc = -EISDIR;
-	else if (rc == 0 && !S_ISREG(in.mode))
+	else if (!S_ISREG(in.mode))
 		rc = -EINVAL;
-	if (rc == 0)
+	else
 		n = kv_data_read(t, ino, in.size, (uint64_t)off, size, iov + 1, READ_IOV_MAX, &cnt);
-	if (rc == 0 && n < 0)
+	if (n < 0)
 		rc = (int)n;
 	/* queued before the reply, so a utimensat the caller makes once the
 	 * read returned is applied after this update, never overwritten by it */
@@ -321,15 +320,11 @@ void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	rc = kv_read_begin(fs.env, &t);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	rc = kv_inode_get(t, ino, &in);
-	if (rc == 0)
+	rc = fs_read_inode(ino, &t, &in);
+	if (rc == 0) {
 		rc = kv_data_seek(t, ino, in.size, (uint64_t)off, whence, &pos);
-	kv_read_end(t);
+		kv_read_end(t);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

@@ -65,6 +65,9 @@ int fs_drop_link(kv_txn *t, struct kv_inode *in);
 /* Purge every orphan nobody references (mount, unmount). */
 int fs_purge_orphans(void);
 void fs_maybe_touch_atime(const struct kv_inode *in);
+/* Begin a read transaction and get inode ino in it: 0 with *t open (the
+ * caller ends it), or -errno with none left open. */
+int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);
 /* 1 when a time update of ino is queued and not yet committed */
 int fs_times_pending(uint64_t ino);
 /* Wait until the time updates queued for ino (0: for any inode) are

@@ -226,6 +226,18 @@ void fs_maybe_touch_atime(const struct kv_inode *in)
 
 /* ---------------------------------------------------------- attributes -- */
 
+int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
+{
+	int rc = kv_read_begin(fs.env, t);
+
+	if (rc)
+		return rc;
+	rc = kv_inode_get(*t, ino, in);
+	if (rc)
+		kv_read_end(*t);
+	return rc;
+}
+
 void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kv_inode in;

@@ -89,14 +89,12 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	rc = kv_read_begin(fs.env, &t);
+	rc = fs_read_inode(ino, &t, &in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = kv_inode_get(t, ino, &in);
-	if (!rc)
-		rc = kv_xattr_get(t, ino, name, &val, &len);
+	rc = kv_xattr_get(t, ino, name, &val, &len);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size == 0)
@@ -116,13 +114,12 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	kv_txn *t;
 	int rc;
 
-	rc = kv_read_begin(fs.env, &t);
+	rc = fs_read_inode(ino, &t, &in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = kv_inode_get(t, ino, &in);
-	n = rc ? rc : kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
+	n = kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
 	kv_read_end(t);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);

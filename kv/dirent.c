@@ -171,23 +171,32 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	return rc;
 }
 
-int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
+/* The record holding dir's entry name (key in kb) and the entry in it, in a
+ * write transaction: the start of every change to an existing entry. */
+static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
+		      unsigned char kb[16], MDB_val *k, MDB_val *v, struct ent *e)
 {
-	unsigned char kb[16];
-	unsigned char *buf;
-	MDB_val k, v, nv;
-	struct ent e;
 	int rc = check_name(name, len);
 
 	if (rc)
 		return rc;
 	if (!t->write)
 		return -EROFS;
-	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	*k = dirent_key(kb, dir, kv_name_hash(name, len));
+	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v);
 	if (rc)
 		return kv_err(t, rc, "get dirent");
-	rc = find_ent(dir, &v, name, len, &e);
+	return find_ent(dir, v, name, len, e);
+}
+
+int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
+{
+	unsigned char kb[16];
+	unsigned char *buf;
+	MDB_val k, v, nv;
+	struct ent e;
+	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
+
 	if (rc)
 		return rc;
 	if (e.len == v.mv_size)
@@ -210,17 +219,8 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 	unsigned char *buf;
 	MDB_val k, v, nv;
 	struct ent e;
-	int rc = check_name(name, len);
+	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
-	if (rc)
-		return rc;
-	if (!t->write)
-		return -EROFS;
-	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
-	if (rc)
-		return kv_err(t, rc, "get dirent");
-	rc = find_ent(dir, &v, name, len, &e);
 	if (rc)
 		return rc;
 	buf = malloc(v.mv_size);
