@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -134,6 +136,96 @@ static void die_status(int code, const char *fmt, ...)
 	}
 	exit(code);
 }
+
+/* --------------------------------------------------------- crash guard -- */
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
+/* LMDB trusts its B-tree pages: a page damaged on disk can crash it inside
+ * any request. Instead of a silent death (the mount then answers ENOTCONN)
+ * the daemon says what happened, where its messages go: to the parent
+ * still waiting for the mount, to stderr in the foreground, or to syslog
+ * through a socket opened beforehand (syslog(3) is not safe in a handler). */
+struct crash_msg {
+	char buf[2 * PATH_MAX + 512]; /* "<26>kvfs[pid]: " + the text */
+	size_t text, len;             /* where the text starts; the whole length */
+};
+static struct crash_msg crash_msgs[2]; /* before and after the mount */
+static volatile sig_atomic_t crash_mounted;
+static int crash_log = -1;
+
+static void on_crash(int sig)
+{
+	const struct crash_msg *m = &crash_msgs[crash_mounted];
+	const char *text = m->buf + m->text;
+	size_t len = m->len - m->text;
+
+	(void)sig;
+	if (status_fd >= 0) { /* still mounting: the status line, code 1 */
+		if (write(status_fd, "\1", 1) < 0 || write(status_fd, text, len) < 0) {
+		}
+	} else if (crash_log >= 0) {
+		if (send(crash_log, m->buf, m->len, MSG_DONTWAIT) < 0) {
+		}
+	} else {
+		if (write(STDERR_FILENO, "kvfs: ", 6) < 0 || write(STDERR_FILENO, text, len) < 0 ||
+		    write(STDERR_FILENO, "\n", 1) < 0) {
+		}
+	}
+	_exit(1);
+}
+
+static void crash_msg_make(struct crash_msg *m, const char *unmount)
+{
+	int n = snprintf(m->buf, sizeof(m->buf), "<%d>kvfs[%d]: ", LOG_DAEMON | LOG_CRIT,
+			 (int)getpid());
+
+	m->text = (size_t)n;
+	n = snprintf(m->buf + m->text, sizeof(m->buf) - m->text,
+		     "%s: crashed reading the image: it is damaged where the store cannot "
+		     "check it; %s%srun fsck.kvfs on it, and restore it from a backup if fsck "
+		     "cannot repair it (if fsck finds it sound, this is a bug)",
+		     fs.cfg.image, unmount ? unmount : "", unmount ? ", then " : "");
+	m->len = n < 0 ? m->text
+		 : m->text + (size_t)n < sizeof(m->buf) ? m->text + (size_t)n : sizeof(m->buf) - 1;
+}
+
+static void crash_guard(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+	struct sigaction sa = {.sa_handler = on_crash, .sa_flags = SA_RESETHAND};
+	char unmount[PATH_MAX + 32];
+
+	snprintf(unmount, sizeof(unmount), "unmount %s", fs.cfg.mountpoint);
+	crash_msg_make(&crash_msgs[0], NULL);
+	crash_msg_make(&crash_msgs[1], unmount);
+	if (!fs.cfg.foreground) {
+		struct sockaddr_un a = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
+
+		crash_log = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (crash_log >= 0 && connect(crash_log, (struct sockaddr *)&a, sizeof(a)) != 0) {
+			close(crash_log);
+			crash_log = -1;
+		}
+	}
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static void crash_guard_mounted(void)
+{
+	crash_mounted = 1;
+}
+#else
+static void crash_guard(void)
+{
+	/* a sanitizer build reports the crash itself */
+}
+
+static void crash_guard_mounted(void)
+{
+}
+#endif
 
 /* ------------------------------------------------------------- options -- */
 
@@ -535,6 +627,7 @@ int main(int argc, char **argv)
 
 	if (fs_itable_init())
 		die_status(1, "out of memory");
+	crash_guard();
 	open_store();
 	fuse_opt_add_arg(&args, "-odefault_permissions");
 	snprintf(opt, sizeof(opt), "-ofsname=%s", fs.cfg.image);
@@ -550,6 +643,7 @@ int main(int argc, char **argv)
 		kv_close(fs.env);
 		die_status(1, "cannot mount on '%s'", fs.cfg.mountpoint);
 	}
+	crash_guard_mounted();
 	tids = calloc(fs.cfg.threads, sizeof(*tids));
 	if (!tids)
 		die_status(1, "out of memory");
