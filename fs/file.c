@@ -267,8 +267,11 @@ static int apply_fallocate(kv_txn *t, void *arg)
 		in.size = a->off + a->len;
 	}
 	/* any fallocate that succeeds changes the times, even one that had
-	 * nothing to do, as file_modified() makes local filesystems do */
-	in.mtime_ns = in.ctime_ns = fs_now_ns();
+	 * nothing to do, as file_modified() makes local filesystems do; with
+	 * the writeback cache the kernel's fallocate calls it itself (Linux
+	 * 6.1 on) and sends the times, as after a write */
+	if (!fs.cfg.writeback)
+		in.mtime_ns = in.ctime_ns = fs_now_ns();
 	return kv_inode_put(t, &in);
 }
 

@@ -205,12 +205,15 @@ fi
 kvfs_mount
 for i in 1 2 3 4 5 6; do echo "$i" >"$MNT/t$i"; done
 sleep 0.1
-for i in 1 2 3 4 5 6; do echo "again $i" >"$MNT/t$i"; done # one tick or two
+for i in 1 2 3 4 5 6; do # one tick or two
+	echo "again $i" >"$MNT/t$i"
+	fallocate -l 65536 "$MNT/t$i"
+done
 stat -c '%n %.9Y %.9Z' "$MNT"/t? >"$T/before"
 kvfs_umount
 kvfs_mount
 stat -c '%n %.9Y %.9Z' "$MNT"/t? >"$T/after"
-expect "times: a rewritten file's mtime and ctime are what stat showed before the remount" \
+expect "times: a rewritten, fallocated file's mtime and ctime are what stat showed before the remount" \
 	cmp -s "$T/before" "$T/after"
 kvfs_umount
 
