@@ -43,7 +43,7 @@ struct fs fs;
 
 static __thread uint64_t cur_unique;
 static pthread_t main_thread;
-static int status_fd = -1; /* the waiting parent's pipe */
+static _Atomic int status_fd = -1; /* the waiting parent's pipe */
 
 uint64_t fs_req_unique(void)
 {
@@ -144,27 +144,37 @@ static void die_status(int code, const char *fmt, ...)
  * any request. Instead of a silent death (the mount then answers ENOTCONN)
  * the daemon says what happened, where its messages go: to the parent
  * still waiting for the mount, to stderr in the foreground, or to syslog
- * through a socket opened beforehand (syslog(3) is not safe in a handler). */
+ * through a socket made beforehand (syslog(3) is not safe in a handler;
+ * sent to /dev/log at the time, so a restarted syslog daemon still gets
+ * it). The first faulting thread speaks; any other waits for its _exit. */
 struct crash_msg {
 	char buf[2 * PATH_MAX + 512]; /* "<26>kvfs[pid]: " + the text */
 	size_t text, len;             /* where the text starts; the whole length */
 };
 static struct crash_msg crash_msgs[2]; /* before and after the mount */
 static volatile sig_atomic_t crash_mounted;
+static atomic_flag crash_seen = ATOMIC_FLAG_INIT;
 static int crash_log = -1;
 
 static void on_crash(int sig)
 {
+	static const struct sockaddr_un log_addr = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
 	const struct crash_msg *m = &crash_msgs[crash_mounted];
 	const char *text = m->buf + m->text;
 	size_t len = m->len - m->text;
+	int fd;
 
 	(void)sig;
-	if (status_fd >= 0) { /* still mounting: the status line, code 1 */
-		if (write(status_fd, "\1", 1) < 0 || write(status_fd, text, len) < 0) {
+	if (atomic_flag_test_and_set(&crash_seen))
+		for (;;)
+			pause();
+	fd = atomic_load(&status_fd);
+	if (fd >= 0) { /* still mounting: the status line, code 1 */
+		if (write(fd, "\1", 1) < 0 || write(fd, text, len) < 0) {
 		}
 	} else if (crash_log >= 0) {
-		if (send(crash_log, m->buf, m->len, MSG_DONTWAIT) < 0) {
+		if (sendto(crash_log, m->buf, m->len, MSG_DONTWAIT, (const struct sockaddr *)&log_addr,
+			   sizeof(log_addr)) < 0) {
 		}
 	} else {
 		if (write(STDERR_FILENO, "kvfs: ", 6) < 0 || write(STDERR_FILENO, text, len) < 0 ||
@@ -192,22 +202,18 @@ static void crash_msg_make(struct crash_msg *m, const char *unmount)
 static void crash_guard(void)
 {
 	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
-	struct sigaction sa = {.sa_handler = on_crash, .sa_flags = SA_RESETHAND};
+	struct sigaction sa = {.sa_handler = on_crash};
 	char unmount[PATH_MAX + 32];
 
 	snprintf(unmount, sizeof(unmount), "unmount %s", fs.cfg.mountpoint);
 	crash_msg_make(&crash_msgs[0], NULL);
 	crash_msg_make(&crash_msgs[1], unmount);
-	if (!fs.cfg.foreground) {
-		struct sockaddr_un a = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
-
+	if (!fs.cfg.foreground)
 		crash_log = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		if (crash_log >= 0 && connect(crash_log, (struct sockaddr *)&a, sizeof(a)) != 0) {
-			close(crash_log);
-			crash_log = -1;
-		}
-	}
+	/* a fault inside the handler is blocked there: the default action */
 	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
 }
@@ -569,14 +575,15 @@ static void daemonize(void)
 
 static void report_ready(void)
 {
-	int fd;
+	/* taken first: a crash from here on goes to syslog, never to a
+	 * closed (or reused) descriptor */
+	int fd = atomic_exchange(&status_fd, -1);
 
-	if (status_fd < 0)
+	if (fd < 0)
 		return;
-	if (write(status_fd, "", 1) != 1) {
+	if (write(fd, "", 1) != 1) {
 	}
-	close(status_fd);
-	status_fd = -1;
+	close(fd);
 	openlog("kvfs", LOG_PID, LOG_DAEMON);
 	use_syslog = 1;
 	if (chdir("/") != 0) {

@@ -275,19 +275,24 @@ kvfs_umount
 # daemon then says so and exits 1, while mounting and once mounted (a
 # sanitizer build reports the crash itself, so the check is for others)
 if ! ldd "$KVFS_BIN" | grep -q libasan; then
-	"$MKFS_BIN" -q -f "$T/fresh.img" # one copy of each leaf: none freed yet
+	"$MKFS_BIN" -q -f "$T/fresh.img"
 	"$KVFS_BIN" "$T/fresh.img" "$MNT" || bad "mount a fresh image"
 	echo x >"$MNT/x"
 	setfattr -n user.k -v 1 "$MNT/x"
+	touch "$MNT/y" # more commits: older copies of the leaves, freed
 	fusermount3 -u "$MNT"
 	flock -x -w 30 "$T/fresh.img" true # the daemon let go of it
 	smash() { # image, a key on the leaf to fill with 0xff, copy
 		/usr/bin/python3 - "$@" <<'PY'
 import struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
-pg = data.find(sys.argv[2].encode()) // 4096
-assert struct.unpack_from("<QHH", data, pg * 4096)[0] == pg
-data[pg * 4096 + 16:(pg + 1) * 4096] = b"\xff" * (4096 - 16)
+key, pages, at = sys.argv[2].encode(), set(), data.find(sys.argv[2].encode())
+while at >= 0: # every copy: the live leaf and older ones on LMDB's free list
+    pages.add(at // 4096)
+    at = data.find(key, at + 1)
+for pg in pages:
+    assert struct.unpack_from("<Q", data, pg * 4096)[0] == pg
+    data[pg * 4096 + 16:(pg + 1) * 4096] = b"\xff" * (4096 - 16)
 open(sys.argv[3], "wb").write(bytes(data))
 PY
 	}
@@ -303,6 +308,11 @@ PY
 	daemon=$!
 	for i in $(seq 50); do mountpoint -q "$MNT" && break; sleep 0.1; done
 	getfattr -n user.k "$MNT/x" >/dev/null 2>&1
+	for i in $(seq 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$daemon" 2>/dev/null; then # still up: no crash, no hang either
+		kill -9 "$daemon"
+		bad "damaged page when mounted: the daemon still runs after the read"
+	fi
 	wait "$daemon"; rc=$?
 	expect "damaged page when mounted: exit 1 (got $rc)" [ "$rc" -eq 1 ]
 	expect "damaged page when mounted: a message naming the mount" \
