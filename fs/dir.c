@@ -72,9 +72,8 @@ again:
 	if (rc == 0)
 		fs_fill_entry(&in, &e);
 	kv_read_end(t);
-	if (rc == 0 && !settled && fs_times_pending(e.ino)) {
-		/* the kernel forgot the inode and takes its times from here */
-		fs_times_settle(e.ino);
+	/* the kernel forgot the inode and takes its times from here */
+	if (rc == 0 && !settled && fs_times_settle(e.ino)) {
 		settled = 1;
 		goto again;
 	}
@@ -562,23 +561,20 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	kv_txn *t;
 	int rc;
 
-	rc = kv_read_begin(fs.env, &t);
-	if (rc)
-		goto reply_err;
-	rc = kv_inode_get(t, ino, &in);
-	if (rc == 0 && !S_ISLNK(in.mode))
-		rc = -EINVAL;
-	if (rc == 0) {
+	rc = fs_read_inode(ino, &t, &in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (S_ISLNK(in.mode)) {
 		memcpy(target, in.inline_data, in.inline_len);
 		target[in.inline_len] = '\0';
 	}
 	kv_read_end(t);
-	if (rc == 0) {
+	if (S_ISLNK(in.mode))
 		fuse_reply_readlink(req, target);
-		return;
-	}
-reply_err:
-	fuse_reply_err(req, -rc);
+	else
+		fuse_reply_err(req, EINVAL);
 }
 
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -68,11 +68,10 @@ void fs_maybe_touch_atime(const struct kv_inode *in);
 /* Begin a read transaction and get inode ino in it: 0 with *t open (the
  * caller ends it), or -errno with none left open. */
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);
-/* 1 when a time update of ino is queued and not yet committed */
-int fs_times_pending(uint64_t ino);
 /* Wait until the time updates queued for ino (0: for any inode) are
- * committed; nothing to do (one atomic load) while none is queued. */
-void fs_times_settle(uint64_t ino);
+ * committed: 1 when there were some, 0 (one atomic load while none is
+ * queued for any inode) when not. */
+int fs_times_settle(uint64_t ino);
 
 /* itable.c: the kernel's lookup counts */
 int fs_itable_init(void);

@@ -247,19 +247,14 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	(void)fi;
 	fs_times_settle(ino);
-	rc = kv_read_begin(fs.env, &t);
-	if (rc)
-		goto reply_err;
-	rc = kv_inode_get(t, ino, &in);
-	if (rc == 0)
-		fs_fill_stat(&in, &st);
-	kv_read_end(t);
-	if (rc == 0) {
-		fuse_reply_attr(req, &st, fs.cfg.timeout);
+	rc = fs_read_inode(ino, &t, &in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
 		return;
 	}
-reply_err:
-	fuse_reply_err(req, -rc);
+	fs_fill_stat(&in, &st);
+	kv_read_end(t);
+	fuse_reply_attr(req, &st, fs.cfg.timeout);
 }
 
 struct setattr_args {
@@ -380,7 +375,7 @@ static void lazy_times_remove(uint64_t ino)
 	pthread_mutex_unlock(&lazy_times.lock);
 }
 
-int fs_times_pending(uint64_t ino)
+static int times_pending(uint64_t ino)
 {
 	int hit = 0;
 
@@ -400,11 +395,13 @@ static int apply_nothing(kv_txn *t, void *arg)
 	return 0;
 }
 
-void fs_times_settle(uint64_t ino)
+int fs_times_settle(uint64_t ino)
 {
+	if (ino ? !times_pending(ino) : atomic_load(&lazy_times.n) == 0)
+		return 0;
 	/* a batch of its own runs after every lazy op queued before it */
-	if (ino ? fs_times_pending(ino) : atomic_load(&lazy_times.n) != 0)
-		(void)kv_write(fs.env, apply_nothing, NULL, 0);
+	(void)kv_write(fs.env, apply_nothing, NULL, 0);
+	return 1;
 }
 
 static int apply_times(kv_txn *t, void *arg)
@@ -451,7 +448,6 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 {
 	struct times_op *o;
 	kv_txn *t;
-	int rc;
 
 	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
@@ -459,11 +455,10 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 	/* *out is what is committed, then this update: a SETATTR of ctime
 	 * alone must not store a queued update's mtime back to the old one */
 	fs_times_settle(ino);
-	if (kv_read_begin(fs.env, &t))
+	if (fs_read_inode(ino, &t, out))
 		return 0;
-	rc = kv_inode_get(t, ino, out);
 	kv_read_end(t);
-	if (rc || !S_ISREG(out->mode) || (!fi && out->nlink != 0))
+	if (!S_ISREG(out->mode) || (!fi && out->nlink != 0))
 		return 0;
 	out->inline_data = NULL;
 	out->inline_len = 0;

@@ -56,14 +56,15 @@ kvfs_umount() {
 	kvfs_wait_closed
 }
 
-# Wait (up to 30 s) until no process holds the image's lock.
+# kvfs_wait_closed [image]: wait (up to 30 s) until no process holds the
+# lock of image ($IMG by default).
 kvfs_wait_closed() {
-	local i
+	local i img=${1:-$IMG}
 	for i in $(seq 300); do
-		flock -n -x "$IMG" true 2>/dev/null && return 0
+		flock -n -x "$img" true 2>/dev/null && return 0
 		sleep 0.1
 	done
-	echo "FAIL: the daemon did not let go of $IMG"
+	echo "FAIL: the daemon did not let go of $img"
 	exit 1
 }
 

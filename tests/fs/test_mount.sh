@@ -281,7 +281,7 @@ if ! ldd "$KVFS_BIN" | grep -q libasan; then
 	setfattr -n user.k -v 1 "$MNT/x"
 	touch "$MNT/y" # more commits: older copies of the leaves, freed
 	fusermount3 -u "$MNT"
-	flock -x -w 30 "$T/fresh.img" true # the daemon let go of it
+	kvfs_wait_closed "$T/fresh.img"
 	smash() { # image, a key on the leaf to fill with 0xff, copy
 		/usr/bin/python3 - "$@" <<'PY'
 import struct, sys
