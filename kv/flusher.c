@@ -66,10 +66,14 @@ static void *flusher_main(void *arg)
 
 	pthread_mutex_lock(&e->f_lock);
 	for (;;) {
+		unsigned kicks;
+
 		while (!e->f_kick && !e->f_stop)
 			pthread_cond_wait(&e->f_cond, &e->f_lock);
 		if (e->f_stop)
 			break;
+		/* kicks that came while it was busy are served by one pass */
+		kicks = e->f_kick;
 		e->f_kick = 0;
 		pthread_mutex_unlock(&e->f_lock);
 		if (fstat(e->lock_fd, &st) == 0) {
@@ -83,7 +87,7 @@ static void *flusher_main(void *arg)
 			allocate_ahead(e, (uint64_t)st.st_size);
 		}
 		pthread_mutex_lock(&e->f_lock);
-		e->f_done++;
+		e->f_done += kicks;
 	}
 	pthread_mutex_unlock(&e->f_lock);
 	return NULL;
@@ -111,7 +115,7 @@ int kv_flusher_start(kv_env *e)
 void kv_flusher_kick(kv_env *e)
 {
 	pthread_mutex_lock(&e->f_lock);
-	e->f_kick = 1;
+	e->f_kick++;
 	pthread_cond_signal(&e->f_cond);
 	pthread_mutex_unlock(&e->f_lock);
 }

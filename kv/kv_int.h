@@ -95,8 +95,9 @@ struct kv_env {
 	pthread_t flusher;
 	pthread_mutex_t f_lock;
 	pthread_cond_t f_cond;
-	int f_kick, f_stop;       /* f_lock */
-	unsigned f_done;          /* f_lock: kicks handled (tests wait on it) */
+	unsigned f_kick;          /* f_lock: kicks not yet served */
+	int f_stop;               /* f_lock */
+	unsigned f_done;          /* f_lock: kicks served (tests wait on it) */
 	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
 	uint64_t f_wb_from;       /* the flusher's: written back before here */
 	int f_no_alloc;           /* the host refused fallocate */
