@@ -533,6 +533,7 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 	static const enum kv_db counted[] = {KV_DB_INODE, KV_DB_DATA, KV_DB_DIRENT, KV_DB_XATTR,
 					     KV_DB_ORPHAN};
 	uint64_t *dst[] = {&u->inodes, &u->blocks, &u->dirents, &u->xattrs, &u->orphans};
+	struct kv_room room;
 	MDB_envinfo info;
 	MDB_stat ms;
 	struct stat st;
@@ -554,6 +555,7 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 	mdb_env_info(e->env, &info);
 	u->map_bytes = info.me_mapsize;
 	u->used_bytes = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
+	u->extent_bytes = u->used_bytes;
 	{
 		/* pages on LMDB's freelist (database 0) are free for reuse */
 		MDB_cursor *c;
@@ -576,6 +578,9 @@ read_end:
 		u->file_bytes = (uint64_t)st.st_size;
 		u->ahead_bytes = kv_bytes_past_end(&st);
 	}
+	kv_room_measure(e, &room);
+	u->reserve_bytes = room.reserve;
+	u->avail_bytes = room.use_max > u->used_bytes ? room.use_max - u->used_bytes : 0;
 	return rc;
 }
 
@@ -589,25 +594,6 @@ int kv_disk_full(kv_env *e)
 		return 0;
 	kv_log("%s: the filesystem holding the image is full", e->path);
 	return 1;
-}
-
-/* Grow the map (writer thread only, between transactions). */
-int kv_map_grow(kv_env *e)
-{
-	MDB_envinfo info;
-	uint64_t limit = e->max_size ? e->max_size : KV_MAP_LIMIT, next;
-	int rc;
-
-	mdb_env_info(e->env, &info);
-	if (info.me_mapsize >= limit)
-		return -ENOSPC;
-	next = (uint64_t)info.me_mapsize * 2;
-	if (next > limit)
-		next = limit;
-	pthread_rwlock_wrlock(&e->map_lock);
-	rc = mdb_env_set_mapsize(e->env, next);
-	pthread_rwlock_unlock(&e->map_lock);
-	return rc ? kv_err(NULL, rc, "grow map") : 0;
 }
 
 /* ------------------------------------------------------- read txns -- */

@@ -18,12 +18,13 @@
  *    committing thread per page.
  *
  * Both calls work on the image's file and change none of its bytes or its
- * size, so they need neither the writer's role nor the map lock. kv_close
- * gives back what is left of the allocation past the end (kv_flusher_stop).
+ * size, so they need neither the writer's role nor the map lock. At close
+ * kv_room_close gives back the allocation past the end, but for the
+ * reserve room.c keeps there.
  *
  * Invariants:
  *  1. The image's size and contents are changed only by LMDB and by
- *     kv_flusher_stop's trim to the size it already has.
+ *     kv_room_close's trim to the size it already has.
  *  2. A failed call costs speed, never data: an fallocate the host refuses
  *     (EOPNOTSUPP) is not tried again, any other failure waits for the next
  *     kick; LMDB's own writes still report a full disk.
@@ -122,8 +123,6 @@ void kv_flusher_kick(kv_env *e)
 
 void kv_flusher_stop(kv_env *e)
 {
-	struct stat st;
-
 	pthread_mutex_lock(&e->f_lock);
 	e->f_stop = 1;
 	pthread_cond_signal(&e->f_cond);
@@ -131,9 +130,5 @@ void kv_flusher_stop(kv_env *e)
 	pthread_join(e->flusher, NULL);
 	pthread_cond_destroy(&e->f_cond);
 	pthread_mutex_destroy(&e->f_lock);
-	/* the writer has stopped: nothing extends the image any more, and a
-	 * truncate to its own size frees the blocks allocated past it, also
-	 * by an fallocate that failed half way or a daemon that was killed */
-	if (fstat(e->lock_fd, &st) == 0 && kv_bytes_past_end(&st))
-		(void)!ftruncate(e->lock_fd, st.st_size);
+	/* kv_room_close gives back the room past the image's end */
 }

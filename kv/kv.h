@@ -105,6 +105,9 @@ struct kv_usage {
 	uint64_t map_bytes;   /* current map size */
 	uint64_t max_bytes;   /* configured maximum (0: none) */
 	uint64_t used_bytes;  /* pages in use by the last snapshot */
+	uint64_t extent_bytes; /* up to the last page of the image (free pages too) */
+	uint64_t avail_bytes; /* what ordinary changes may still use */
+	uint64_t reserve_bytes; /* kept for deletes on top of that (room.c) */
 	uint32_t page_size;
 	uint64_t inodes;      /* inode records */
 	uint64_t blocks;      /* data blocks */
@@ -173,7 +176,11 @@ void kv_read_end(kv_txn *txn);
 typedef int (*kv_apply_fn)(kv_txn *txn, void *arg);
 typedef void (*kv_done_fn)(void *arg, int rc);
 
-#define KV_OP_SYNC 1 /* make the batch durable before done() */
+#define KV_OP_SYNC 1    /* make the batch durable before done() */
+#define KV_OP_RESERVE 2 /* a change that frees space (unlink, rmdir, truncate,
+                           punch, an orphan's purge): may use the reserve an
+                           image keeps so that deleting works when it is full
+                           (room.c) */
 
 struct kv_op {
 	kv_apply_fn apply;
@@ -195,6 +202,9 @@ int kv_submit(kv_env *env, struct kv_op *op);
  * kv_submit(). */
 #define KV_LAZY_MS 50
 int kv_submit_lazy(kv_env *env, struct kv_op *op);
+/* Commit the lazy ops queued now, if any (before an answer that counts what
+ * they change, such as the free space after a delete). */
+int kv_settle(kv_env *env);
 /* Submit and wait: returns apply()'s result once committed (or the commit's
  * error). */
 int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);

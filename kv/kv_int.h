@@ -17,6 +17,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -101,7 +102,33 @@ struct kv_env {
 	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
 	uint64_t f_wb_from;       /* the flusher's: written back before here */
 	int f_no_alloc;           /* the host refused fallocate */
+
+	/* room (room.c) */
+	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
+	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */
+	uint64_t room_use_max;    /* the role's: pages in use ordinary changes may reach */
+	int room_tight;           /* the role's: the extent is past room_use_max */
+	uint64_t room_next;       /* the role's: look again once the extent passes this */
+	int room_no_alloc;        /* the role's: the host refused fallocate */
+	int in_reserve;           /* the role's: running an op in the reserve */
+	int touched;              /* the role's: the last commit was run_touch's */
 };
+
+/* How far the image may grow now (room.c). */
+struct kv_room {
+	uint64_t extent;     /* bytes up to the last page */
+	uint64_t alloc_end;  /* the file's blocks reach this far (with those past its end) */
+	uint64_t host_avail; /* free on the host filesystem */
+	uint64_t reserve;
+	uint64_t use_max;    /* limit - reserve: what ordinary changes may hold */
+	uint64_t cap, hard;  /* the map for ordinary changes, for the reserve's */
+};
+void kv_room_measure(kv_env *env, struct kv_room *r);
+/* Whether op must fail with -ENOSPC before it runs in txn: an ordinary
+ * change while the image is tight and its pages in use reach the limit
+ * less the reserve (room.c). */
+struct kv_op;
+int kv_room_refuses(kv_env *env, MDB_txn *txn, const struct kv_op *op);
 
 /* Bytes of blocks a file holds past its size (allocated ahead, flusher.c). */
 static inline uint64_t kv_bytes_past_end(const struct stat *st)

@@ -84,6 +84,14 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
 		kv_txn t = {.env = e, .write = 1};
+		if (kv_room_refuses(e, parent, op)) {
+			op->rc = -ENOSPC; /* the image is full but for the reserve */
+			if (flat) {
+				*why = STOP_FAILED;
+				return op;
+			}
+			continue;
+		}
 		if (flat)
 			t.txn = parent;
 		else
@@ -118,13 +126,94 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 	return NULL;
 }
 
+static void run_batch(kv_env *e, struct kv_op *start);
+
+static int apply_touch(kv_txn *t, void *arg)
+{
+	struct kv_super s = t->env->super;
+
+	(void)arg;
+	s.next_ino = t->env->next_ino;
+	return kv_super_store(t, &s);
+}
+
+/* A commit of the superblock alone, in the reserve: the pages the commit
+ * before it freed serve the next change (LMDB reuses freed pages from the
+ * second commit after the one that freed them). */
+static void run_touch(kv_env *e)
+{
+	struct kv_op touch = {.apply = apply_touch};
+	int in_reserve = e->in_reserve;
+
+	e->in_reserve = 1;
+	run_batch(e, &touch);
+	e->in_reserve = in_reserve;
+	e->touched = 1;
+}
+
+/* An op the map at the cap cannot hold (room.c). First the pages the last
+ * commit freed are made to serve (run_touch) and the op is tried again;
+ * then one that frees space (KV_OP_RESERVE) runs alone in the reserve,
+ * followed by a touch so that what it freed serves the next change at
+ * once. Any other op fails: -ENOSPC, or -EFBIG when it is too large for one
+ * transaction (txn_full). Calls op's done(): the caller reads op->next
+ * before. */
+static void run_short(kv_env *e, struct kv_op *op, int txn_full)
+{
+	op->next = NULL;
+	if (!txn_full && !e->touched && !e->in_reserve) {
+		run_touch(e);
+		kv_room_update(e); /* the map back to the cap */
+		run_batch(e, op); /* short again: back here, touched */
+		return;
+	}
+	if (txn_full || !(op->flags & KV_OP_RESERVE) || e->in_reserve) {
+		op->rc = txn_full ? -EFBIG : -ENOSPC;
+		finish(op, NULL);
+		return;
+	}
+	e->in_reserve = 1;
+	run_batch(e, op);
+	run_touch(e);
+	e->in_reserve = 0;
+	kv_room_update(e); /* the map back to the cap */
+}
+
+/* Run the ops from start to stop (exclusive) each in a batch of its own:
+ * together they did not fit one commit. */
+static void run_each(kv_env *e, struct kv_op *start, struct kv_op *stop)
+{
+	while (start != stop) {
+		struct kv_op *next = start->next;
+
+		start->next = NULL;
+		run_batch(e, start);
+		start = next;
+	}
+}
+
+/* A commit failed for want of room (MDB_MAP_FULL: the record of the freed
+ * pages needs pages too; ENOSPC: the host filesystem is full): 1 when the
+ * batch should be run again, because the map could grow, or because the
+ * host filled up and the cap came down (once per batch), so that the ops
+ * that do not fit under it fail alone or go to the reserve. */
+static int commit_short(kv_env *e, int rc, int *host_retried)
+{
+	if (rc == MDB_MAP_FULL)
+		return kv_map_grow(e) == 0;
+	if (*host_retried)
+		return 0;
+	*host_retried = 1;
+	return kv_room_update(e);
+}
+
 /* Run a batch: flat first; when that stops short, abort, and grow the map
  * and replay flat, or replay with a child txn per op (which isolates a
  * failure and splits at the op that needs more room). apply() is run again
  * on a replay, as it may be (kv.h). */
 static void run_batch(kv_env *e, struct kv_op *start)
 {
-	int flat = 1;
+	int flat = 1, host_retried = 0;
 
 	while (start) {
 		enum stop_reason why;
@@ -159,9 +248,8 @@ static void run_batch(kv_env *e, struct kv_op *start)
 			mdb_txn_abort(parent);
 			if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
 				continue;
-			start->rc = why == STOP_TXN_FULL ? -EFBIG : -ENOSPC;
 			stop = start->next;
-			finish(start, stop);
+			run_short(e, start, why == STOP_TXN_FULL);
 			start = stop;
 			continue;
 		}
@@ -173,26 +261,35 @@ static void run_batch(kv_env *e, struct kv_op *start)
 			mdb_txn_abort(parent);
 		if (rc == 0)
 			e->super.next_ino = next_ino;
-		if (rc == MDB_MAP_FULL) {
-			if (kv_map_grow(e) == 0)
+		/* store_super gave an errno; LMDB codes are positive or below -30000 */
+		if (rc == EIO && kv_disk_full(e))
+			rc = ENOSPC; /* LMDB says EIO for a short write */
+		if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == -ENOSPC) {
+			if (commit_short(e, rc, &host_retried))
 				continue; /* replay from start */
+			if (start->next != stop)
+				run_each(e, start, stop);
+			else
+				run_short(e, start, 0);
+			start = stop;
+			flat = 0;
+			continue;
 		}
 		if (rc) {
-			/* store_super gave an errno; LMDB codes are positive or below -30000 */
-			if (rc == EIO && kv_disk_full(e))
-				rc = -ENOSPC;
-			else if (rc > 0 || rc < -4095)
+			if (rc > 0 || rc < -4095)
 				rc = kv_err(NULL, rc, "commit batch");
 			for (op = start; op != stop; op = op->next)
 				if (op->rc == 0)
 					op->rc = rc;
 		} else {
+			e->touched = 0;
 			e->unsynced = e->durability != KV_DURABLE_FULL;
 			if (e->wb_bytes >= KV_FLUSH_KICK) {
 				/* at each multiple of 8 MiB, not 8 MiB after a kick */
 				e->wb_bytes -= KV_FLUSH_KICK;
 				kv_flusher_kick(e);
 			}
+			kv_room_check(e);
 			for (op = start; op != stop; op = op->next)
 				sync |= op->flags & KV_OP_SYNC;
 			if (sync && e->durability != KV_DURABLE_FULL) {
@@ -209,10 +306,10 @@ static void run_batch(kv_env *e, struct kv_op *start)
 		}
 		finish(start, stop);
 		if (stop && why == STOP_MAP_FULL && kv_map_grow(e) != 0) {
-			/* the op that needed room fails; the rest go on */
+			/* the op that needed room fails, or takes the reserve; the
+			 * rest go on */
 			struct kv_op *next = stop->next;
-			stop->rc = -ENOSPC;
-			finish(stop, next);
+			run_short(e, stop, 0);
 			stop = next;
 		}
 		start = stop;
@@ -336,6 +433,7 @@ int kv_writer_start(kv_env *e)
 
 	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
 	e->ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
+	kv_room_update(e); /* the cap, before any transaction */
 	rc = e->wbuf && e->ibuf ? kv_flusher_start(e) : -ENOMEM;
 	if (rc)
 		goto free_bufs;
@@ -369,6 +467,7 @@ void kv_writer_stop(kv_env *e)
 	pthread_cond_destroy(&e->q_cond);
 	pthread_mutex_destroy(&e->q_lock);
 	kv_flusher_stop(e);
+	kv_room_close(e);
 	free(e->wbuf);
 	free(e->ibuf);
 	e->wbuf = e->ibuf = NULL;
@@ -402,6 +501,26 @@ int kv_submit(kv_env *e, struct kv_op *op)
 int kv_submit_lazy(kv_env *e, struct kv_op *op)
 {
 	return enqueue(e, op, &e->lazy_head, &e->lazy_tail, 1);
+}
+
+static int apply_nothing(kv_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	return 0;
+}
+
+int kv_settle(kv_env *e)
+{
+	int lazy;
+
+	if (e->readonly || !e->writer_running)
+		return 0;
+	pthread_mutex_lock(&e->q_lock);
+	lazy = e->lazy_head != NULL;
+	pthread_mutex_unlock(&e->q_lock);
+	/* a batch of its own runs after every lazy op queued before it */
+	return lazy ? kv_write(e, apply_nothing, NULL, 0) : 0;
 }
 
 struct waiter {

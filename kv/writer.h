@@ -15,13 +15,21 @@ void kv_writer_stop(kv_env *env);
 #define KV_FLUSH_KICK (8ULL << 20)
 int kv_flusher_start(kv_env *env);
 void kv_flusher_kick(kv_env *env);
-/* End the thread; give back the space allocated past the image's end. */
+/* End the thread (kv_room_close then gives back the room past the end). */
 void kv_flusher_stop(kv_env *env);
 /* LMDB reports a short write (the disk filled up mid-commit) as EIO: true
  * when the image's filesystem has no room left, so the caller can say
  * ENOSPC (env.c). */
 int kv_disk_full(kv_env *env);
-/* Grow the map one step; -ENOSPC at the maximum (env.c). */
+/* room.c. Grow the map one step: up to the cap, or in the reserve up to
+ * hard; -ENOSPC when it is there already. */
 int kv_map_grow(kv_env *env);
+/* Measure the room again, keep the reserve allocated on the host and the
+ * map no larger than the cap; 1 when the map shrank. */
+int kv_room_update(kv_env *env);
+/* kv_room_update once the extent has grown enough since the last one. */
+void kv_room_check(kv_env *env);
+/* At close: give back the blocks past the end but the reserve's. */
+void kv_room_close(kv_env *env);
 
 #endif

@@ -1,0 +1,313 @@
+/*
+ * test_room.c - kv/room.c: a full image still deletes. Ordinary changes
+ * stop short of the reserve; a change flagged KV_OP_RESERVE (unlink, purge,
+ * truncate) may use it, so a delete on a full image succeeds and its space
+ * is written again; at a max_size below the image's size nothing grows but
+ * deletes still work; kv_usage_get says what is really usable.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "kv_int.h"
+#include "testutil.h"
+
+static struct tu_image *image_of(void **state)
+{
+	return *state;
+}
+
+static int room_setup(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+
+	if (!im || tu_image_new(im, NULL)) {
+		free(im);
+		return -1;
+	}
+	*state = im;
+	return 0;
+}
+
+static int room_teardown(void **state)
+{
+	tu_image_free(image_of(state));
+	free(*state);
+	return 0;
+}
+
+static int open_capped(struct tu_image *im, uint64_t max_size)
+{
+	struct kv_open_opts o = {.durability = KV_DURABLE_NONE, .max_size = max_size};
+
+	return tu_image_open(im, &o);
+}
+
+/* The bytes up to the image's last page (what the map holds). */
+static uint64_t extent_of(kv_env *e)
+{
+	struct kv_usage u;
+
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	return u.extent_bytes;
+}
+
+/* Append chunk-byte writes to ino until ENOSPC; returns the bytes written. */
+static uint64_t fill(kv_env *e, uint64_t ino, uint64_t off, size_t chunk)
+{
+	unsigned char *buf = malloc(chunk);
+	int rc;
+
+	assert_non_null(buf);
+	for (;;) {
+		tu_fill(buf, chunk, off);
+		rc = tu_pwrite(e, ino, off, buf, chunk);
+		if (rc)
+			break;
+		off += chunk;
+	}
+	assert_int_equal(rc, -ENOSPC);
+	free(buf);
+	return off;
+}
+
+/* Fill until even one block does not fit: 64 KiB writes, then blocks. */
+static uint64_t fill_up(kv_env *e, uint64_t ino)
+{
+	uint64_t end = fill(e, ino, 0, 64 << 10);
+
+	return fill(e, ino, end, kv_block_size(e));
+}
+
+struct unlink_arg {
+	uint64_t dir;
+	const char *name;
+};
+
+/* Remove a name and free its inode (a file of one link). */
+static int unlink_apply(kv_txn *t, void *p)
+{
+	struct unlink_arg *a = p;
+	struct kv_dirent de;
+	int rc;
+
+	rc = kv_dirent_lookup(t, a->dir, a->name, strlen(a->name), &de);
+	if (!rc)
+		rc = kv_dirent_remove(t, a->dir, a->name, strlen(a->name));
+	if (!rc)
+		rc = kv_inode_purge(t, de.ino);
+	return rc;
+}
+
+static int rm(kv_env *e, const char *name, unsigned flags)
+{
+	struct unlink_arg a = {.dir = KV_ROOT_INO, .name = name};
+
+	return kv_write(e, unlink_apply, &a, flags);
+}
+
+/* Write len bytes of a new file name (seeded by seed); 0 or -errno. */
+static int write_new(kv_env *e, const char *name, size_t len, uint64_t seed)
+{
+	unsigned char *buf = malloc(len);
+	uint64_t ino;
+	int rc;
+
+	assert_non_null(buf);
+	tu_fill(buf, len, seed);
+	rc = tu_mkfile(e, KV_ROOT_INO, name, 0100644, &ino);
+	if (!rc)
+		rc = tu_pwrite(e, ino, 0, buf, len);
+	free(buf);
+	return rc;
+}
+
+static void expect_content(kv_env *e, const char *name, size_t len, uint64_t seed)
+{
+	unsigned char *want = malloc(len), *got = malloc(len);
+	struct kv_dirent de;
+	kv_txn *t;
+
+	assert_non_null(want);
+	assert_non_null(got);
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_dirent_lookup(t, KV_ROOT_INO, name, strlen(name), &de), 0);
+	kv_read_end(t);
+	tu_fill(want, len, seed);
+	assert_int_equal(tu_pread(e, de.ino, 0, len, got), (ssize_t)len);
+	assert_memory_equal(got, want, len);
+	free(want);
+	free(got);
+}
+
+/* ------------------------------------------------------------ tests -- */
+
+/* Full at max_size: ordinary writes stop short of the reserve, the delete
+ * of the file that filled it succeeds, and its space is written again, also
+ * after a reopen with the same max_size. */
+static void full_delete_write_again(void **state)
+{
+	struct tu_image *im = image_of(state);
+	const uint64_t max = 16 << 20;
+	struct kv_usage u;
+	uint64_t ino, filled;
+
+	assert_int_equal(open_capped(im, max), 0);
+	assert_int_equal(write_new(im->env, "keep", 100000, 7), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+	filled = fill_up(im->env, ino);
+	assert_true(filled > max / 2);
+	assert_int_equal(kv_usage_get(im->env, &u), 0);
+	assert_true(u.reserve_bytes > 0);
+	assert_true(u.extent_bytes <= max - u.reserve_bytes);
+	assert_true(u.avail_bytes < 64 << 10);
+	/* an ordinary change gets no room the writes did not get */
+	assert_int_equal(write_new(im->env, "more", 64 << 10, 8), -ENOSPC);
+
+	assert_int_equal(rm(im->env, "fill", KV_OP_RESERVE), 0);
+	assert_int_equal(kv_usage_get(im->env, &u), 0);
+	assert_true(u.avail_bytes > filled / 2);
+	assert_int_equal(write_new(im->env, "again", 4 << 20, 9), 0);
+	expect_content(im->env, "keep", 100000, 7);
+	expect_content(im->env, "again", 4 << 20, 9);
+
+	/* the same after a reopen at the same max_size, with the image full */
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill2", 0100644, &ino), 0);
+	fill_up(im->env, ino);
+	tu_image_close(im);
+	assert_int_equal(open_capped(im, max), 0);
+	assert_int_equal(rm(im->env, "fill2", KV_OP_RESERVE), 0);
+	assert_int_equal(write_new(im->env, "again2", 4 << 20, 10), 0);
+	expect_content(im->env, "keep", 100000, 7);
+	expect_content(im->env, "again", 4 << 20, 9);
+	expect_content(im->env, "again2", 4 << 20, 10);
+	assert_true(extent_of(im->env) <= max);
+}
+
+/* Deletes of many small files one by one on a full image: each is a
+ * commit of its own in the reserve, and none fails. */
+static void many_deletes_when_full(void **state)
+{
+	struct tu_image *im = image_of(state);
+	char name[32];
+	uint64_t ino;
+	int n;
+
+	assert_int_equal(open_capped(im, 8 << 20), 0);
+	for (n = 0; n < 200; n++) {
+		snprintf(name, sizeof(name), "small%d", n);
+		assert_int_equal(write_new(im->env, name, 5000, (uint64_t)n), 0);
+	}
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+	fill_up(im->env, ino);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "small%d", i);
+		assert_int_equal(rm(im->env, name, KV_OP_RESERVE), 0);
+	}
+	assert_int_equal(rm(im->env, "fill", KV_OP_RESERVE), 0);
+	assert_int_equal(write_new(im->env, "again", 1 << 20, 3), 0);
+}
+
+/* Fill and delete, again and again: the reserve stays whole. A delete on
+ * a full image takes pages past what writes may use; once they are free
+ * below the image's end, writes must not take them as room of their own. */
+static void fill_delete_cycles(void **state)
+{
+	struct tu_image *im = image_of(state);
+	const uint64_t max = 8 << 20;
+	uint64_t ino, first = 0, filled;
+
+	assert_int_equal(open_capped(im, max), 0);
+	for (int cycle = 0; cycle < 40; cycle++) {
+		assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+		filled = fill_up(im->env, ino);
+		if (cycle == 0)
+			first = filled;
+		/* writes get the same room every time, no more */
+		assert_true(filled <= first + (192 << 10));
+		assert_true(filled + (256 << 10) >= first);
+		assert_int_equal(rm(im->env, "fill", KV_OP_RESERVE), 0);
+	}
+	assert_true(extent_of(im->env) <= max);
+}
+
+/* A max_size below the image's size: nothing grows, deletes work, and what
+ * they free is written again. */
+static void max_size_below_image(void **state)
+{
+	struct tu_image *im = image_of(state);
+	uint64_t ino, before;
+
+	assert_int_equal(open_capped(im, 0), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "big", 0100644, &ino), 0);
+	for (uint64_t off = 0; off < (12 << 20); off += 1 << 20) {
+		unsigned char *buf = malloc(1 << 20);
+		assert_non_null(buf);
+		tu_fill(buf, 1 << 20, off);
+		assert_int_equal(tu_pwrite(im->env, ino, off, buf, 1 << 20), 0);
+		free(buf);
+	}
+	before = extent_of(im->env);
+	tu_image_close(im);
+
+	assert_int_equal(open_capped(im, 4 << 20), 0);
+	assert_int_equal(write_new(im->env, "new", 2 << 20, 1), -ENOSPC);
+	assert_int_equal(rm(im->env, "big", KV_OP_RESERVE), 0);
+	assert_int_equal(write_new(im->env, "new2", 2 << 20, 2), 0);
+	expect_content(im->env, "new2", 2 << 20, 2);
+	assert_true(extent_of(im->env) <= before + (1 << 20));
+}
+
+/* A truncate to 0 of the file that filled the image is a delete too. */
+struct trunc_arg {
+	uint64_t ino;
+};
+
+static int trunc_apply(kv_txn *t, void *p)
+{
+	struct trunc_arg *a = p;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc)
+		rc = kv_data_truncate(t, &in, 0);
+	if (!rc)
+		rc = kv_inode_put(t, &in);
+	return rc;
+}
+
+static void truncate_when_full(void **state)
+{
+	struct tu_image *im = image_of(state);
+	struct trunc_arg a;
+	uint64_t ino;
+
+	assert_int_equal(open_capped(im, 32 << 20), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+	fill_up(im->env, ino);
+	a.ino = ino;
+	assert_int_equal(kv_write(im->env, trunc_apply, &a, KV_OP_RESERVE), 0);
+	assert_int_equal(write_new(im->env, "again", 8 << 20, 4), 0);
+	expect_content(im->env, "again", 8 << 20, 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(full_delete_write_again, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(many_deletes_when_full, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(fill_delete_cycles, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(max_size_below_image, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(truncate_when_full, room_setup, room_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
