@@ -356,7 +356,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 	if (a.len > KV_NAME_MAX)
 		rc = -ENAMETOOLONG;
 	else
-		rc = kv_write(fs.env, apply_remove, &a, 0);
+		rc = kv_write(fs.env, apply_remove, &a, KV_OP_RESERVE); /* works when full */
 	fuse_reply_err(req, -rc);
 }
 
@@ -542,7 +542,9 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	else if (a.len > KV_NAME_MAX || a.newlen > KV_NAME_MAX)
 		rc = -ENAMETOOLONG;
 	else
-		rc = kv_write(fs.env, apply_rename, &a, 0);
+		/* may free a target: works when full, as a delete (it grows
+		 * the image by a name at most) */
+		rc = kv_write(fs.env, apply_rename, &a, KV_OP_RESERVE);
 	/* a cached listing of a moved directory has the old "..": drop it
 	 * before the caller can list the directory again (a directory has no
 	 * dirty pages, so this never blocks) */

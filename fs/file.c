@@ -292,7 +292,8 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 	else if ((uint64_t)offset + (uint64_t)length > (uint64_t)INT64_MAX)
 		rc = -EFBIG;
 	else
-		rc = kv_write(fs.env, apply_fallocate, &a, 0);
+		rc = kv_write(fs.env, apply_fallocate, &a,
+			      mode & FALLOC_FL_PUNCH_HOLE ? KV_OP_RESERVE : 0);
 	if (rc == 0 && a.blocks_changed)
 		notify_blocks(ino);
 	fuse_reply_err(req, -rc);

@@ -123,7 +123,8 @@ static void submit_purge(uint64_t ino)
 	if (!p)
 		return; /* stays on the orphan list; freed at the next mount */
 	p->ino = ino;
-	p->op = (struct kv_op){.apply = apply_purge, .done = purge_done, .arg = &p->ino};
+	p->op = (struct kv_op){.apply = apply_purge, .done = purge_done, .arg = &p->ino,
+			       .flags = KV_OP_RESERVE};
 	/* nobody waits for it: it rides along with the next change (an unlink's
 	 * forget is usually followed by the next unlink) */
 	if (kv_submit_lazy(fs.env, &p->op))
@@ -149,7 +150,7 @@ int fs_purge_orphans(void)
 		if (rc)
 			return rc;
 		ino = next;
-		rc = kv_write(fs.env, apply_purge, &ino, 0);
+		rc = kv_write(fs.env, apply_purge, &ino, KV_OP_RESERVE);
 		if (rc)
 			fs_log("inode %llu: cannot free orphan: %s", (unsigned long long)ino,
 			       strerror(-rc));
@@ -468,6 +469,8 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 		return 0;
 	*o = (struct times_op){.ino = ino, .mtime_ns = out->mtime_ns, .ctime_ns = out->ctime_ns};
 	o->op = (struct kv_op){.apply = apply_times, .done = times_done, .arg = o};
+	if (out->nlink == 0) /* after the unlink of its last name: part of the delete */
+		o->op.flags = KV_OP_RESERVE;
 	if (lazy_times_add(ino)) {
 		free(o);
 		return 0;
@@ -488,7 +491,9 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	int rc;
 
 	if (!setattr_lazily(ino, attr, to_set, fi, &a.out)) {
-		rc = kv_write(fs.env, apply_setattr, &a, 0);
+		/* a truncate frees space: it works when the image is full */
+		rc = kv_write(fs.env, apply_setattr, &a,
+			      to_set & FUSE_SET_ATTR_SIZE ? KV_OP_RESERVE : 0);
 		if (rc) {
 			fuse_reply_err(req, -rc);
 			return;
@@ -501,43 +506,26 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct kv_usage u;
-	struct statvfs sv, img;
-	uint64_t avail, total;
-	char *dir, *slash;
+	struct statvfs sv;
 	int rc;
 
 	(void)ino;
+	/* the purge of a file just deleted may still be queued */
+	kv_settle(fs.env);
 	rc = kv_usage_get(fs.env, &u);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* room left: the disk's free space, plus slack inside the file and the
-	 * room the image keeps allocated past its end */
-	avail = 0;
-	dir = strdup(fs.cfg.image);
-	if (dir && (slash = strrchr(dir, '/')) != NULL) {
-		*slash = '\0';
-		if (statvfs(dir[0] ? dir : "/", &img) == 0)
-			avail = (uint64_t)img.f_bavail * img.f_frsize;
-	}
-	free(dir);
-	if (u.file_bytes > u.used_bytes)
-		avail += u.file_bytes - u.used_bytes;
-	avail += u.ahead_bytes;
-	if (u.max_bytes)
-		avail = u.max_bytes > u.used_bytes ? (u.max_bytes - u.used_bytes < avail
-							      ? u.max_bytes - u.used_bytes
-							      : avail)
-						   : 0;
-	total = u.used_bytes + avail;
+	/* as ext4 counts its reserved blocks: free but not available (the
+	 * reserve is for deletes); df's Avail is what writes can still use */
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = total / 4096;
-	sv.f_bfree = avail / 4096;
-	sv.f_bavail = avail / 4096;
-	sv.f_ffree = avail / 256; /* an inode record and its dirent take about that */
+	sv.f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
+	sv.f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
+	sv.f_bavail = u.avail_bytes / 4096;
+	sv.f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */
 	sv.f_favail = sv.f_ffree;
 	sv.f_files = u.inodes + sv.f_ffree;
 	sv.f_namemax = KV_NAME_MAX;

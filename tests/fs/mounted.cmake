@@ -26,3 +26,5 @@ kvfs_mount_test(options test_options.sh)
 # otherwise): an unprivileged user against root's files and its own.
 kvfs_mount_test(multiuser test_multiuser.sh)
 kvfs_mount_test(faults test_faults.sh)
+# A full filesystem: fill, delete, write again (max_size, a full host)
+kvfs_mount_test(full test_full.sh)

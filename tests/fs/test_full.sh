@@ -1,0 +1,113 @@
+#!/bin/bash
+# test_full.sh - a full filesystem: fill it, delete, write again. With and
+# without the writeback cache, at max_size and on a host filesystem that is
+# really full (a small tmpfs under the image), across a remount, with
+# max_size below the image's size, and over several fill/delete rounds:
+# deleting always works, df says what is usable, fsck -n is clean after
+# each step and nothing written before is lost.
+. "$(dirname "$0")/lib.sh"
+: "${FSCK_BIN:?}"
+passes=0 fails=0
+expect() { local name=$1; shift; if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi; }
+HOST=$T/host
+mkdir -p "$HOST"
+CLEANUP_EXTRA='mountpoint -q "$MNT" && fusermount3 -u "$MNT"; kvfs_wait_closed "$IMG"; mountpoint -q "$HOST" && umount -l "$HOST"'
+
+fsck_clean() { # image: fsck -n exits 0 (also on a mounted image)
+	"$FSCK_BIN" -n "$1" >"$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; return 1; }
+}
+avail_kb() { df -k --output=avail "$MNT" | tail -1 | tr -d ' '; }
+used_pct() { df --output=pcent "$MNT" | tail -1 | tr -d ' %'; }
+
+head -c 300000 /dev/urandom > "$T/keep"
+head -c 5000000 /dev/urandom > "$T/five"
+
+# fill NAME: write until the filesystem is full; ENOSPC, at close for the
+# writeback cache, at the write without it
+fill() {
+	local name=$1
+	dd if=/dev/urandom of="$MNT/fill" bs=64k count=4000 status=none 2>"$T/dd.err"
+	local rc=$?
+	expect "$name: fill fails" [ "$rc" -ne 0 ]
+	expect "$name: fill says ENOSPC" grep -q "No space left" "$T/dd.err"
+	expect "$name: df says full ($(used_pct)%)" [ "$(used_pct)" -ge 98 ]
+	expect "$name: fsck -n clean when full" fsck_clean "$IMG"
+}
+
+# rm_and_write NAME FILE: rm FILE on the full filesystem, write a new file
+# and check it and the one written before the fill
+rm_and_write() {
+	local name=$1 file=$2
+	rm "$MNT/$file" 2>"$T/rm.err"
+	expect "$name: rm on a full filesystem ($(cat "$T/rm.err"))" [ ! -e "$MNT/$file" ]
+	cp "$T/five" "$MNT/five" 2>"$T/cp.err" && sync "$MNT/five"
+	expect "$name: write again after rm ($(cat "$T/cp.err"))" cmp -s "$T/five" "$MNT/five"
+	expect "$name: earlier file intact" cmp -s "$T/keep" "$MNT/keep"
+	rm -f "$MNT/five"
+}
+
+# round NAME: fill, rm, write again, df, fsck
+round() {
+	fill "$1"
+	rm_and_write "$1" fill
+	expect "$1: df frees the space ($(avail_kb) KiB free)" [ "$(avail_kb)" -ge $((20 << 10)) ]
+	expect "$1: fsck -n clean after rm" fsck_clean "$IMG"
+}
+
+# remount_round NAME OPTS: fill, unmount full, mount again, rm, write again
+remount_round() {
+	fill "$1"
+	kvfs_umount
+	expect "$1: fsck -n clean after unmount" fsck_clean "$IMG"
+	kvfs_mount -o "$2"
+	rm_and_write "$1" fill
+	kvfs_umount
+	expect "$1: fsck -n clean at the end" fsck_clean "$IMG"
+}
+
+for cache in writeback nowriteback; do
+	wb=; [ $cache = nowriteback ] && wb=,nowriteback
+
+	# at max_size
+	kvfs_mkfs
+	kvfs_mount -o "max_size=48M$wb"
+	cp "$T/keep" "$MNT/keep"
+	for r in 1 2 3; do round "max_size $cache round $r"; done
+	kvfs_umount
+	kvfs_mount -o "max_size=48M$wb"
+	remount_round "max_size $cache remount" "max_size=48M$wb"
+
+	# on a full host filesystem: the image may grow until the host is full
+	mount -t tmpfs -o size=40m tmpfs "$HOST" || { echo "SKIP: cannot mount tmpfs"; exit 77; }
+	IMG=$HOST/img
+	kvfs_mkfs
+	kvfs_mount -o "durability=fsync$wb"
+	cp "$T/keep" "$MNT/keep"
+	for r in 1 2; do round "host full $cache round $r"; done
+	kvfs_umount
+	kvfs_mount -o "durability=fsync$wb"
+	remount_round "host full $cache remount" "durability=fsync$wb"
+	umount "$HOST"
+	IMG=$T/img
+done
+
+# max_size below the image's size: no growth, deletes still work
+kvfs_mkfs
+kvfs_mount
+cp "$T/keep" "$MNT/keep"
+dd if=/dev/urandom of="$MNT/big" bs=1M count=24 status=none
+kvfs_umount
+size=$(stat -c %s "$IMG")
+kvfs_mount -o max_size=8M 2>"$T/mount.err"
+expect "max_size below the image: mounts" mountpoint -q "$MNT"
+dd if=/dev/urandom of="$MNT/new" bs=1M count=4 conv=fsync status=none 2>"$T/dd.err"
+expect "max_size below the image: no growth" grep -q "No space left" "$T/dd.err"
+rm -f "$MNT/new"
+rm_and_write "max_size below the image" big
+kvfs_umount
+expect "max_size below the image: the image did not grow past its reserve" \
+	[ "$(stat -c %s "$IMG")" -le $((size + (1 << 20))) ]
+expect "max_size below the image: fsck -n clean" fsck_clean "$IMG"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
