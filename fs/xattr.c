@@ -1,8 +1,17 @@
 /*
  * xattr.c - extended attributes. The kernel checks namespace permissions
- * (trusted.* needs CAP_SYS_ADMIN, user.* only on files and directories);
- * kvfs stores what passes, and refuses system.* names it does not implement
- * as a local filesystem does.
+ * (trusted.* needs CAP_SYS_ADMIN, user.* only on files and directories) but
+ * passes FUSE every name of 1 to 255 bytes; kvfs applies the name rule a
+ * local filesystem's handler table applies (kv_xattr_name_check, the table
+ * in kv/xattr.c): a name in no namespace kvfs implements is EOPNOTSUPP
+ * ("foo.bar", "system.*"), a namespace prefix alone EINVAL ("user.").
+ *
+ * Invariants:
+ *  1. setxattr never stores a name the rule refuses.
+ *  2. A refused name an image already holds (kvfs once stored any name) is
+ *     served like any other by getxattr, listxattr and removexattr, so a
+ *     user can see and remove it; where none is stored they answer the
+ *     rule's errno, as ext4 and tmpfs do.
  */
 #include <errno.h>
 #include <string.h>
@@ -10,9 +19,11 @@
 
 #include "fs.h"
 
-static int unsupported(const char *name)
+/* The rule's errno for name, or 0; for a lookup or removal that found
+ * nothing (-ENODATA), it is the answer (invariant 2). */
+static int name_refused(const char *name)
 {
-	return strncmp(name, "system.", 7) == 0;
+	return kv_xattr_name_check(name, strlen(name));
 }
 
 struct xattr_args {
@@ -21,6 +32,7 @@ struct xattr_args {
 	const char *value;
 	size_t size;
 	int flags;
+	int refused; /* removexattr: the rule's errno for name, or 0 */
 };
 
 static int apply_setxattr(kv_txn *t, void *arg)
@@ -45,6 +57,8 @@ static int apply_removexattr(kv_txn *t, void *arg)
 
 	if (!rc)
 		rc = kv_xattr_remove(t, a->ino, a->name);
+	if (rc == -ENODATA && a->refused)
+		rc = a->refused;
 	if (rc)
 		return rc;
 	in.ctime_ns = fs_now_ns();
@@ -56,37 +70,34 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 {
 	struct xattr_args a = {.ino = ino, .name = name, .value = value, .size = size,
 			       .flags = flags};
-	int rc;
+	int rc = name_refused(name);
 
-	if (unsupported(name))
-		rc = -EOPNOTSUPP;
-	else
+	if (!rc)
 		rc = kv_write(fs.env, apply_setxattr, &a, 0);
 	fuse_reply_err(req, -rc);
 }
 
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct xattr_args a = {.ino = ino, .name = name};
-	int rc;
+	struct xattr_args a = {.ino = ino, .name = name, .refused = name_refused(name)};
+	int rc = -ERANGE;
 
-	if (unsupported(name))
-		rc = -EOPNOTSUPP;
-	else
-		rc = kv_write(fs.env, apply_removexattr, &a, 0);
+	if (a.refused != -ERANGE)
+		rc = kv_write(fs.env, apply_removexattr, &a, KV_OP_RESERVE); /* works when full */
 	fuse_reply_err(req, -rc);
 }
 
 void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	int refused = name_refused(name);
 	struct kv_inode in;
 	const void *val;
 	size_t len = 0;
 	kv_txn *t;
 	int rc;
 
-	if (unsupported(name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+	if (refused == -ERANGE) {
+		fuse_reply_err(req, ERANGE);
 		return;
 	}
 	rc = fs_read_inode(ino, &t, &in);
@@ -95,6 +106,8 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		return;
 	}
 	rc = kv_xattr_get(t, ino, name, &val, &len);
+	if (rc == -ENODATA && refused)
+		rc = refused;
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size == 0)

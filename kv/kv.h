@@ -279,12 +279,27 @@ int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, siz
 
 /* ---- extended attributes ---- */
 
-/* -ENODATA: no such attribute. */
+/* The name rule, Linux's (ext4 and tmpfs answer the same; the table is in
+ * kv/xattr.c), for the len bytes at name:
+ *   0            a name kvfs sets: "user.", "trusted." or "security." and at
+ *                least one byte more
+ *   -EOPNOTSUPP  in no namespace kvfs implements: no known prefix ("foo.bar",
+ *                "x"), or "system." (kvfs keeps no POSIX ACLs)
+ *   -EINVAL      a namespace prefix with nothing after it ("user.")
+ *   -ERANGE      no name at all: empty, over KV_XATTR_NAME_MAX bytes, or
+ *                holding a NUL byte
+ * kv_xattr_set refuses what this refuses. An image may still hold
+ * -EOPNOTSUPP and -EINVAL names (kvfs once stored any name): they are read,
+ * listed and removed like any other; only -ERANGE is damage. */
+int kv_xattr_name_check(const char *name, size_t len);
+/* -ENODATA: no such attribute. -ERANGE: name empty or too long. */
 int kv_xattr_get(kv_txn *txn, uint64_t ino, const char *name, const void **val, size_t *len);
 /* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA).
- * -ERANGE: name empty or too long; -E2BIG: value too large. */
+ * -ERANGE, -EOPNOTSUPP, -EINVAL: a name kv_xattr_name_check refuses;
+ * -E2BIG: value too large. */
 int kv_xattr_set(kv_txn *txn, uint64_t ino, const char *name, const void *val, size_t len,
                  int flags);
+/* -ENODATA: no such attribute. -ERANGE: name empty or too long. */
 int kv_xattr_remove(kv_txn *txn, uint64_t ino, const char *name);
 /* NUL-separated names into buf. Returns the bytes needed; with size 0 only
  * counts. -ERANGE: buf too small. */

@@ -11,9 +11,11 @@
  *
  * What is kept: contents, modes, owners, times to the nanosecond (btime
  * where the source reports it), symlinks, hard links (one kvfs inode with
- * the number of names found in the tree), xattrs, device nodes, FIFOs and
- * sockets. Holes stay holes: only the source's data regions (SEEK_DATA /
- * SEEK_HOLE) are read, and runs of zeros inside them are not stored.
+ * the number of names found in the tree), xattrs (those the daemon would
+ * take, kv_xattr_name_check: a system.* one such as an ACL is left out with
+ * a message), device nodes, FIFOs and sockets. Holes stay holes: only the
+ * source's data regions (SEEK_DATA / SEEK_HOLE) are read, and runs of zeros
+ * inside them are not stored.
  *
  * Invariants:
  *  1. The new image is this process's alone (its exclusive lock), so the
@@ -396,12 +398,19 @@ static int load_xattrs(struct loader *L, uint64_t ino, int fd, const char *lpath
 		goto err;
 	for (char *p = names; p < names + n; p += strlen(p) + 1) {
 		size_t nl = strlen(p);
+		int refused = kv_xattr_name_check(p, nl);
 		struct item *it;
 
+		if (refused && refused != -ERANGE) {
+			/* the daemon would refuse it too: an ACL (system.*) */
+			fail(L, L->path, "xattr '%s' left out: %s (kvfs stores user., trusted. "
+				 "and security. names)", p, strerror(-refused));
+			continue;
+		}
 		v = fd >= 0 ? fgetxattr(fd, p, val, sizeof(val)) : lgetxattr(lpath, p, val, sizeof(val));
 		if (v < 0 && errno == ENODATA)
 			continue; /* removed since the list */
-		if (v < 0 || nl == 0 || nl > KV_XATTR_NAME_MAX) {
+		if (v < 0 || refused) {
 			if (v >= 0)
 				errno = ERANGE;
 			fail(L, L->path, "cannot copy xattr '%s': %s", p, strerror(errno));

@@ -13,7 +13,8 @@
  *  - SEEK_DATA/SEEK_HOLE: under the writeback cache the kernel answers them
  *    from its own size (all data), and tmpfs answers at page granularity
  *    where kvfs answers at its block size: legitimately different answers.
- *  - system.* xattrs (POSIX ACLs): kvfs implements no ACLs; tmpfs does.
+ *  - POSIX ACLs (system.posix_acl_*): kvfs implements no ACLs; tmpfs does.
+ *    Other system.* names are generated: both refuse them.
  *  - device nodes (opening one reaches a real driver), O_DIRECT, O_TMPFILE.
  */
 #include <dirent.h>
@@ -57,8 +58,13 @@ static const char *targets[] = {
 };
 #define NTARGETS (sizeof(targets) / sizeof(targets[0]))
 
+/* The first three are the common ones; then the long names, and names the
+ * kernel passes to FUSE that ext4 and tmpfs refuse: in no namespace they
+ * implement (EOPNOTSUPP), a namespace prefix alone (EINVAL). */
 static char xname200[210], xname256[270];
-static const char *xnames[] = {"user.a", "user.b", "user.c", xname200, "trusted.t", xname256};
+static const char *xnames[] = {"user.a",   "user.b",   "user.c",    xname200, "trusted.t",
+			       xname256,   "foo.bar",  "x",         "user.",  "trusted.",
+			       "security.", "system.a"};
 #define NXNAMES (sizeof(xnames) / sizeof(xnames[0]))
 
 static const uint32_t file_modes[] = {0644, 0600, 0755, 0444, 0000, 04755, 02755, 06755,

@@ -820,6 +820,84 @@ static void test_xattr_large(void **state)
 	assert_memory_equal(small, "tiny", 4);
 }
 
+/* The call must fail with want; the message names the call, path and name
+ * (ERR would show only the expression). */
+static void xattr_refused(int want, long long r, const char *call, const char *path,
+			  const char *name)
+{
+	int e = errno;
+
+	if (r != -1 || e != want)
+		fail_msg("%s(\"%s\", \"%s\"): %s, expected %s", call, path, name,
+			 r == -1 ? strerrorname_np(e) : "succeeded", strerrorname_np(want));
+}
+
+/* Which names there are, as ext4 and tmpfs answer. The kernel refuses an
+ * empty name and one over 255 bytes itself (ERANGE) and passes every other
+ * name to a FUSE filesystem; ext4 and tmpfs refuse a name in no namespace
+ * they implement (EOPNOTSUPP: "foo.bar", "x", any "system.*" but the ACLs)
+ * and a namespace prefix with nothing after it (EINVAL: "user."), for set,
+ * get and remove alike. */
+static void test_xattr_names(void **state)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} refused[] = {
+		{"foo.bar", EOPNOTSUPP}, {"x", EOPNOTSUPP},       {"user", EOPNOTSUPP},
+		{"USER.a", EOPNOTSUPP},  {".user.a", EOPNOTSUPP}, {"system.", EOPNOTSUPP},
+		{"system.a", EOPNOTSUPP}, {"user.", EINVAL},      {"trusted.", EINVAL},
+		{"security.", EINVAL},
+	};
+	static const char *const paths[] = {"f", "d"};
+	const char *ok[] = {"user.a", "trusted.a", "security.a", NULL};
+	char n255[256], n256[257], buf[16];
+
+	(void)state;
+	px_enter("xattr_names");
+	px_put("f", "", 0);
+	OK(mkdir("d", 0755));
+	memset(n255, 'n', sizeof(n255) - 1);
+	memcpy(n255, "user.", 5);
+	n255[255] = '\0';
+	memset(n256, 'n', sizeof(n256) - 1);
+	memcpy(n256, "user.", 5);
+	n256[256] = '\0';
+	ok[3] = n255;
+	for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+		const char *path = paths[p];
+
+		for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+			const char *n = refused[i].name;
+			int err = refused[i].err;
+
+			xattr_refused(err, setxattr(path, n, "v", 1, 0), "setxattr", path, n);
+			xattr_refused(err, setxattr(path, n, "v", 1, XATTR_CREATE), "setxattr CREATE",
+				      path, n);
+			xattr_refused(err, setxattr(path, n, "v", 1, XATTR_REPLACE),
+				      "setxattr REPLACE", path, n);
+			xattr_refused(err, getxattr(path, n, buf, sizeof(buf)), "getxattr", path, n);
+			xattr_refused(err, getxattr(path, n, NULL, 0), "getxattr size", path, n);
+			xattr_refused(err, removexattr(path, n), "removexattr", path, n);
+		}
+		check_list(path, NULL, 0);
+		ERR(ERANGE, setxattr(path, "", "v", 1, 0));
+		ERR(ERANGE, getxattr(path, "", buf, sizeof(buf)));
+		ERR(ERANGE, removexattr(path, ""));
+		ERR(ERANGE, setxattr(path, n256, "v", 1, 0));
+		ERR(ERANGE, getxattr(path, n256, buf, sizeof(buf)));
+		ERR(ERANGE, removexattr(path, n256));
+		for (int i = 0; i < 4; i++)
+			OK(setxattr(path, ok[i], "v", 1, XATTR_CREATE));
+		check_list(path, ok, 4);
+		for (int i = 0; i < 4; i++) {
+			assert_int_equal(OK(getxattr(path, ok[i], buf, sizeof(buf))), 1);
+			OK(removexattr(path, ok[i]));
+		}
+		check_list(path, NULL, 0);
+	}
+}
+
 /* ------------------------------------------------------ statfs and sync -- */
 
 static void test_statfs_sync(void **state)
@@ -929,6 +1007,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_setgid_sticky),
 		cmocka_unit_test(test_xattr),
 		cmocka_unit_test(test_xattr_large),
+		cmocka_unit_test(test_xattr_names),
 		cmocka_unit_test(test_statfs_sync),
 		cmocka_unit_test(test_two_processes),
 	};

@@ -192,11 +192,44 @@ case_ nblocks p "inode 4: block count is 9, 4 blocks stored" "set /dir/file nblo
 
 # ---- pass 6
 case_ xattr_bad_key y "xattr database: a record with a malformed key (8 bytes)" "put xattr 0000000000000005 00"
-case_ xattr_bad_ns y "inode 5: xattr 'bogus.name' has an invalid name" "xattr /hello bogus.name 3"
 case_ xattr_nul y "inode 5: xattr 'user.a\\x00b' has an invalid name" "xattr /hello 'user.a\\x00b' 1"
 case_ xattr_too_big y "inode 5: xattr 'user.big' has a value of 70000 bytes (at most 65536)" \
 	"xattr /hello user.big 70000"
 case_ xattr_no_owner p "xattr 'user.x' of missing inode 555" "xattr '#555' user.x 1"
+
+# names kvfs once stored and no longer sets (outside its namespaces, or a
+# prefix alone): a warning in every mode, never an error, never dropped
+# (the daemon reads and removes them: test_fsck_mounted.sh)
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" xattr /hello foo.bar 3 && "$BRK" "$IMG" xattr /hello x 1 &&
+	"$BRK" "$IMG" xattr /dir user. 2 && "$BRK" "$IMG" xattr /dir system.posix_acl_access 4
+for m in -n -p -y -n; do
+	run_fsck 0 "old xattr names: $m" $m "$IMG"
+	has "old xattr names $m: foo.bar" \
+		"warning: inode 5: xattr 'foo.bar' is in no namespace kvfs implements"
+	has "old xattr names $m: x" "warning: inode 5: xattr 'x' is in no namespace"
+	has "old xattr names $m: user." \
+		"warning: inode 2: xattr 'user.' is a namespace prefix with nothing after it"
+	has "old xattr names $m: system.posix_acl_access" \
+		"warning: inode 2: xattr 'system.posix_acl_access' is in no namespace"
+	has "old xattr names $m: kept" "Kept: getfattr reads it, setfattr -x removes it."
+	has "old xattr names $m: clean" "; clean"
+done
+run_fsck 0 "old xattr names: --json" -n --json "$IMG"
+expect "old xattr names: --json warnings, not errors" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = [p for p in r["problems"] if p["code"] == "xattr_old_name"]
+assert len(w) == 4 and not any(p["error"] or p["fixed"] for p in w), r
+assert r["exit"] == 0 and r["left"] == 0 and r["notes"] == 4, r' "$T/out"
+# a malformed name beside them is still damage: -y drops it and only it
+"$BRK" "$IMG" xattr /hello 'user.a\x00b' 1
+run_fsck 1 "old xattr names beside a malformed one: -y" -y "$IMG"
+has "old xattr names beside a malformed one: dropped" \
+	"xattr 'user.a\x00b' has an invalid name.  Drop it? yes"
+run_fsck 0 "old xattr names: after -y" -n "$IMG"
+has "old xattr names: all four still there" "warning: inode 2: xattr 'system.posix_acl_access'"
+expect "old xattr names: four warnings after -y" [ "$(grep -c '^warning: ' "$T/out")" = 4 ]
 
 # ---- pass 7
 case_ orphan_bad_key y "orphan database: a record with a malformed key (2 bytes)" "put orphan 0102"

@@ -3,10 +3,14 @@
 # checks one consistent snapshot (exit 0: with files of every kind, with an
 # open unlinked file on the orphan list, and while another process writes),
 # a repair is refused (exit 8, the image untouched); once unmounted, -n and
-# -y find it clean. Skipped (77) where /dev/fuse is missing.
+# -y find it clean. Then xattr names an older kvfs stored: fsck keeps them in
+# every mode and the daemon reads, lists and removes them (but sets no such
+# name). Skipped (77) where /dev/fuse is missing.
 #
-# usage: test_fsck_mounted.sh FSCK   (KVFS_BIN, MKFS_BIN in the environment)
+# usage: test_fsck_mounted.sh FSCK FSCK_BREAK   (KVFS_BIN, MKFS_BIN in the
+# environment)
 FSCK=$1
+BRK=$2
 . "$(dirname "$0")/../fs/lib.sh"
 passes=0 fails=0
 ok() { passes=$((passes + 1)); }
@@ -85,6 +89,48 @@ run_fsck 0 "unmounted: -y is clean" -y "$IMG"
 kvfs_mount
 expect "still mounts, files intact" grep -qx hello "$MNT/moved/f"
 kvfs_umount
+
+# names outside the namespaces and a prefix alone, as an older kvfs stored
+# them (planted raw: kvfs sets no such name now; values of zero bytes)
+"$BRK" "$IMG" xattr /moved/f foo.bar 3 && "$BRK" "$IMG" xattr /moved/f user. 2 &&
+	"$BRK" "$IMG" xattr /a x 1 || bad "plant old xattr names"
+for m in -n -p -y; do
+	run_fsck 0 "old xattr names: fsck $m" $m "$IMG"
+	expect "old xattr names: fsck $m warns of all three" \
+		[ "$(grep -c "^warning: inode .* (kvfs sets no such name)" "$T/out")" = 3 ]
+done
+kvfs_mount
+expect "old xattr names: the daemon reads, lists and removes them, sets none" \
+	/usr/bin/python3 - "$MNT/moved/f" "$MNT/a" <<'PY'
+import errno, os, sys
+f, d = sys.argv[1], sys.argv[2]
+def refused(want, call, *args):
+    try:
+        call(*args)
+    except OSError as e:
+        assert e.errno == want, (call.__name__, args, errno.errorcode[e.errno])
+    else:
+        raise AssertionError((call.__name__, args, "succeeded"))
+def names(p):
+    return sorted(n for n in os.listxattr(p) if n != "user.k")
+assert names(f) == ["foo.bar", "user."] and names(d) == ["x"], (names(f), names(d))
+assert os.getxattr(f, "foo.bar") == b"\0" * 3 and os.getxattr(f, "user.") == b"\0" * 2
+assert os.getxattr(d, "x") == b"\0"
+refused(errno.EOPNOTSUPP, os.setxattr, f, "foo.bar", b"new")
+refused(errno.EOPNOTSUPP, os.setxattr, d, "x", b"new", os.XATTR_REPLACE)
+refused(errno.EINVAL, os.setxattr, f, "user.", b"new")
+assert os.getxattr(f, "foo.bar") == b"\0" * 3
+os.removexattr(f, "foo.bar")
+os.removexattr(f, "user.")
+os.removexattr(d, "x")
+refused(errno.EOPNOTSUPP, os.getxattr, f, "foo.bar")
+refused(errno.EINVAL, os.getxattr, f, "user.")
+refused(errno.EOPNOTSUPP, os.removexattr, d, "x")
+assert names(f) == [] and names(d) == [], (names(f), names(d))
+PY
+kvfs_umount
+run_fsck 0 "old xattr names removed through the mount: fsck -n" -n "$IMG"
+expect "old xattr names removed: no warning left" eval '! grep -q "^warning:" "$T/out"'
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

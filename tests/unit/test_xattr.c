@@ -1,8 +1,8 @@
 /*
  * test_xattr.c - kv/xattr.c: set, get, list and remove of extended
  * attributes; XATTR_CREATE / XATTR_REPLACE errors; name and value limits;
- * -ERANGE on a short list buffer; attributes of one inode never show on
- * another.
+ * the name rule, and names stored before it; -ERANGE on a short list
+ * buffer; attributes of one inode never show on another.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -150,6 +150,7 @@ static void limits(void **state)
 	assert_non_null(big);
 	assert_non_null(got);
 	memset(name, 'n', sizeof(name));
+	memcpy(name, "user.", 5);
 	name[KV_XATTR_NAME_MAX + 1] = '\0'; /* 256 bytes */
 	assert_int_equal(x_set(e, INO, name, "v", 1, 0), -ERANGE);
 	assert_int_equal(x_get(e, INO, name, got, 16), -ERANGE);
@@ -167,6 +168,74 @@ static void limits(void **state)
 	assert_memory_equal(got, big, KV_XATTR_SIZE_MAX);
 	free(big);
 	free(got);
+}
+
+/* Linux's rule: the three namespaces kvfs implements, with a name after
+ * the prefix; everything else refused with the errno ext4 and tmpfs give. */
+static void name_rule(void **state)
+{
+	static const struct {
+		const char *name;
+		int rc;
+	} cases[] = {
+		{"user.a", 0},         {"trusted.t", 0},         {"security.selinux", 0},
+		{"user.user.", 0},     {"user", -EOPNOTSUPP},    {"foo.bar", -EOPNOTSUPP},
+		{"x", -EOPNOTSUPP},    {"USER.a", -EOPNOTSUPP},  {" user.a", -EOPNOTSUPP},
+		{"system.", -EOPNOTSUPP}, {"system.posix_acl_access", -EOPNOTSUPP},
+		{"user.", -EINVAL},    {"trusted.", -EINVAL},    {"security.", -EINVAL},
+		{"", -ERANGE},
+	};
+	kv_env *e = env_of(state);
+	char name[KV_XATTR_NAME_MAX + 1], buf[8];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *n = cases[i].name;
+
+		if (kv_xattr_name_check(n, strlen(n)) != cases[i].rc)
+			fail_msg("'%s': %d, expected %d", n, kv_xattr_name_check(n, strlen(n)),
+				 cases[i].rc);
+		/* kv_xattr_set holds every writer to it */
+		assert_int_equal(x_set(e, INO, n, "v", 1, 0), cases[i].rc);
+		assert_int_equal(x_get(e, INO, n, buf, sizeof(buf)),
+				 cases[i].rc == 0 ? 1 : cases[i].rc == -ERANGE ? -ERANGE : -ENODATA);
+	}
+	assert_int_equal(kv_xattr_name_check("user.a\0b", 8), -ERANGE);
+	assert_int_equal(kv_xattr_name_check("user.ab", 6), 0); /* len counts, not the NUL */
+	memset(name, 'n', sizeof(name));
+	memcpy(name, "user.", 5);
+	assert_int_equal(kv_xattr_name_check(name, KV_XATTR_NAME_MAX), 0);
+	assert_int_equal(kv_xattr_name_check(name, KV_XATTR_NAME_MAX + 1), -ERANGE);
+}
+
+/* A name the rule refuses that an image already holds (kvfs once stored
+ * any name) is still read, listed and removed; it is never set again. */
+static int put_foo_bar(kv_txn *t, void *arg)
+{
+	unsigned char key[8 + 7];
+
+	kv_key_put_u64(key, *(uint64_t *)arg);
+	memcpy(key + 8, "foo.bar", 7);
+	return kv_raw_put(t, KV_DB_XATTR, key, sizeof(key), "old", 3);
+}
+
+static void legacy_names(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = INO;
+	char buf[32];
+
+	assert_int_equal(kv_write(e, put_foo_bar, &ino, 0), 0);
+
+	assert_int_equal(x_get(e, INO, "foo.bar", buf, sizeof(buf)), 3);
+	assert_memory_equal(buf, "old", 3);
+	assert_int_equal(x_list(e, INO, buf, sizeof(buf)), 8);
+	assert_memory_equal(buf, "foo.bar", 8);
+	assert_int_equal(x_set(e, INO, "foo.bar", "new", 3, XATTR_REPLACE), -EOPNOTSUPP);
+	assert_int_equal(x_get(e, INO, "foo.bar", buf, sizeof(buf)), 3);
+	assert_memory_equal(buf, "old", 3);
+	assert_int_equal(x_remove(e, INO, "foo.bar"), 0);
+	assert_int_equal(x_get(e, INO, "foo.bar", buf, sizeof(buf)), -ENODATA);
+	assert_int_equal(x_list(e, INO, buf, sizeof(buf)), 0);
 }
 
 static void list(void **state)
@@ -208,6 +277,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(set_get_remove, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(create_replace_flags, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(limits, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(name_rule, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(legacy_names, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(list, tu_setup, tu_teardown),
 	};
 

@@ -2,30 +2,22 @@
  * pass6.c - pass 6: extended attributes. One walk of the xattr database in
  * key order (ino, then name), in step with the index.
  *
- * Per attribute: a key of an ino and a name of 1 to 255 bytes; a name with
- * no NUL and a namespace kvfs knows (user., trusted., security., system.);
- * a value of at most 64 KiB; an owner that exists.
+ * Per attribute: a key of an ino and a name of 1 to 255 bytes with no NUL;
+ * a value of at most 64 KiB; an owner that exists. The name rule is the
+ * daemon's (kv_xattr_name_check): a malformed name (-ERANGE) is damage; a
+ * well-formed one the rule refuses (outside user., trusted. and security.,
+ * or a prefix alone) is a warning, kept in every mode: an older kvfs stored
+ * such names, and the daemon still reads and removes them.
  *
  * Invariants:
  *  1. An attribute whose owner is missing and that is left in place raises
  *     the counter's floor (f->max_key): a new inode must not inherit it.
+ *  2. Only a name the daemon cannot serve is ever dropped for its name.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "fsck.h"
-
-static int known_namespace(const char *name, size_t len)
-{
-	static const char *const ns[] = {"user.", "trusted.", "security.", "system."};
-
-	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
-		size_t n = strlen(ns[i]);
-		if (len > n && memcmp(name, ns[i], n) == 0)
-			return 1;
-	}
-	return 0;
-}
 
 static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, const void *k,
 		       size_t kl, size_t vl)
@@ -34,16 +26,21 @@ static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, cons
 	size_t nlen = kl - 8;
 	struct pctx p = {.ino = ino, .name = name, .namelen = nlen, .num = vl,
 			 .num2 = KV_XATTR_SIZE_MAX};
+	int rule = kv_xattr_name_check(name, nlen);
 	enum fsck_pr code;
 	struct pend *pr;
 
 	if (!fi || !fino_live(fi))
 		code = PR_XATTR_NO_OWNER;
-	else if (memchr(name, '\0', nlen) || !known_namespace(name, nlen))
+	else if (rule == -ERANGE)
 		code = PR_XATTR_BAD_NAME;
 	else if (vl > KV_XATTR_SIZE_MAX)
 		code = PR_XATTR_TOO_BIG;
-	else
+	else if (rule) {
+		code = PR_XATTR_OLD_NAME;
+		p.str = rule == -EINVAL ? "is a namespace prefix with nothing after it"
+					: "is in no namespace kvfs implements";
+	} else
 		return 0;
 	pr = fsck_problem(f, code, &p);
 	if (pr)

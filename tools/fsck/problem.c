@@ -14,13 +14,21 @@
  * /lost+found, dropping damaged blocks, clearing damaged inodes, dropping
  * malformed records.
  *
+ * A warning (PF_WARN) is what no mode changes, as e2fsck's messages that ask
+ * nothing: a record the daemon could have written and still serves, which
+ * only looks wrong by today's rules (an xattr name an older kvfs stored, that
+ * kvfs reads and removes but no longer sets). Dropping it would lose a
+ * user's data to a repair, so it is reported in every mode and kept.
+ *
  * Invariants:
  *  1. Every problem is reported exactly once, after its repair (if any) ran,
  *     in the order found; the text line and the JSON object say the same.
  *  2. Nothing read from the image reaches the output unescaped: names go
  *     through cli_put_escaped, and the JSON writer escapes what remains.
- *  3. A problem counts as an error (exit bit 4) unless it is fixed or it is
- *     a note (PF_NOTE: a normal state, like an orphan of a crashed mount).
+ *  3. A problem counts as an error (exit bit 4) unless it is fixed, a note
+ *     (PF_NOTE: a normal state, like an orphan of a crashed mount) or a
+ *     warning (PF_WARN).
+ *  4. A warning is never repaired: no mode queues a change for it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -34,6 +42,8 @@
 
 #define PF_PREEN 0x1 /* -p repairs it */
 #define PF_NOTE 0x2  /* not an error: reported, repaired with -p or -y */
+#define PF_WARN 0x4  /* not an error: reported, never repaired (invariant 4) */
+#define PF_NOT_ERROR (PF_NOTE | PF_WARN)
 
 /* Pending problem states */
 enum { PS_LEFT, PS_QUEUED };
@@ -126,6 +136,9 @@ static const struct {
 		"xattr database: a record with a malformed key (%n bytes)", "Drop it"},
 	[PR_XATTR_BAD_NAME] = {"xattr_bad_name", 6, 0,
 		"inode %i: xattr %N has an invalid name", "Drop it"},
+	[PR_XATTR_OLD_NAME] = {"xattr_old_name", 6, PF_WARN,
+		"inode %i: xattr %N %s (kvfs sets no such name)",
+		"Kept: getfattr reads it, setfattr -x removes it"},
 	[PR_XATTR_TOO_BIG] = {"xattr_too_big", 6, 0,
 		"inode %i: xattr %N has a value of %n bytes (at most %m)", "Drop it"},
 	[PR_XATTR_NO_OWNER] = {"xattr_no_owner", 6, PF_PREEN,
@@ -197,7 +210,8 @@ static char *expand_str(const char *fmt, const struct pctx *p)
 struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *p)
 {
 	unsigned flags = problems[code].flags;
-	int fix = f->mode == MODE_YES || (f->mode == MODE_PREEN && (flags & PF_PREEN));
+	int fix = !(flags & PF_WARN) &&
+		  (f->mode == MODE_YES || (f->mode == MODE_PREEN && (flags & PF_PREEN)));
 	struct pend *pr;
 	char *msg, *fixq;
 
@@ -237,7 +251,7 @@ struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *
 
 nomem:
 	f->found++;
-	if (!(flags & PF_NOTE)) {
+	if (!(flags & PF_NOT_ERROR)) {
 		f->left++;
 		f->exit_bits |= EXIT_UNCORRECTED;
 	}
@@ -280,7 +294,7 @@ static void report(struct fsck *f, const struct pend *pr, int fixed, int rc)
 {
 	const char *msg = pr->msg, *fixq = pr->msg + strlen(pr->msg) + 1;
 	unsigned flags = problems[pr->code].flags;
-	int note = (flags & PF_NOTE) != 0;
+	int note = (flags & PF_NOT_ERROR) != 0;
 	char why[160];
 
 	f->found++;
@@ -327,7 +341,10 @@ static void report(struct fsck *f, const struct pend *pr, int fixed, int rc)
 		return;
 	}
 	fsck_progress_clear(f);
-	printf("%s%s.  %s? %s\n", note ? "note: " : "", msg, fixq, why);
+	if (flags & PF_WARN)
+		printf("warning: %s.  %s.\n", msg, fixq); /* nothing asked */
+	else
+		printf("%s%s.  %s? %s\n", note ? "note: " : "", msg, fixq, why);
 }
 
 void fsck_settle(struct fsck *f)
