@@ -11,6 +11,13 @@
  *  3. With the writeback cache the kernel holds data kvfs has not seen yet:
  *     SEEK_DATA/SEEK_HOLE are left to the kernel, and a change of a file's
  *     block count drops the attributes the kernel caches.
+ *  4. With the writeback cache, a file's size never runs ahead of its data:
+ *     once a write back failed for want of room (the file is marked short,
+ *     itable.c), what was stored past it since the last fsync is cut off
+ *     (write_back_short), and a write past its stored end is refused, until
+ *     fsync, a truncate or the kernel forgetting it; its next write(2)
+ *     fails with ENOSPC, and every one while the image has no room
+ *     (fs_op_getattr).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,9 +67,10 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
 	(void)datasync;
 	(void)fi;
+	/* the kernel has written back what it had: a failure is reported now */
+	fs_itable_settled(ino);
 	/* every write before this was committed before it was answered; the
 	 * times the kernel wrote back (of any file) may still be queued */
 	fs_times_settle(0);
@@ -168,8 +176,11 @@ struct write_args {
 	uint64_t off;
 	const uint64_t *sums;
 	size_t nsums;
-	int blocks_changed; /* result */
+	int blocks_changed;     /* result */
+	uint64_t appended_from; /* result: the size it grew from, or NO_APPEND */
 };
+
+#define NO_APPEND UINT64_MAX
 
 /* The kernel refreshes st_blocks after a write only without the writeback
  * cache: with it, the attributes it caches would keep the block count of the
@@ -195,7 +206,13 @@ static int apply_write(kv_txn *t, void *arg)
 		return -EISDIR;
 	if (!S_ISREG(in.mode))
 		return -EINVAL;
+	/* past the end of a file whose write back failed for want of room: the
+	 * kernel dropped the pages it could not write back, and storing this
+	 * would leave a stretch of zeros where they belonged */
+	if (a->off > in.size && fs.cfg.writeback && fs_itable_short(a->ino))
+		return -ENOSPC;
 	a->blocks_changed = 0;
+	a->appended_from = a->off + a->size > in.size ? in.size : NO_APPEND;
 	nblocks = in.nblocks;
 	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums);
 	if (rc)
@@ -208,6 +225,49 @@ static int apply_write(kv_txn *t, void *arg)
 	if (!fs.cfg.writeback)
 		in.mtime_ns = in.ctime_ns = fs_now_ns();
 	return kv_inode_put(t, &in);
+}
+
+struct cut_args {
+	uint64_t ino, at;
+	int cut; /* result */
+};
+
+static int apply_cut(kv_txn *t, void *arg)
+{
+	struct cut_args *a = arg;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	a->cut = 0;
+	if (rc || in.size <= a->at)
+		return rc == -ENOENT ? 0 : rc;
+	rc = kv_data_truncate(t, &in, a->at);
+	if (!rc)
+		rc = kv_inode_put(t, &in);
+	a->cut = rc == 0;
+	return rc;
+}
+
+/* The kernel wrote back data at off that could not be stored: it had taken
+ * it from a write(2) that succeeded, and drops it now. Mark the file short
+ * (invariant 4) so that its next write(2) asks for its attributes and is
+ * told. The kernel sends a file's write back as several requests at once,
+ * taken in any order, so later data may have been stored already: the file
+ * would read zeros where this belonged. When off lies in what the file grew
+ * by since its last fsync (or since the kernel looked it up, or a
+ * truncate), everything past off was written then: cut the file back to
+ * off, as an fsync would report losing it. */
+static void write_back_short(uint64_t ino, uint64_t off)
+{
+	struct cut_args c = {.ino = ino, .at = off};
+	uint64_t from;
+
+	fs_itable_set_short(ino);
+	if (fs_itable_appended(ino, &from) && off >= from &&
+	    kv_write(fs.env, apply_cut, &c, KV_OP_RESERVE) == 0 && c.cut)
+		fs_log("inode %llu: no room for data written back at %llu: the file ends there",
+		       (unsigned long long)ino, (unsigned long long)off);
+	fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -225,6 +285,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	}
 	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
 	rc = kv_write(fs.env, apply_write, &a, 0);
+	if (rc == -ENOSPC && fs.cfg.writeback)
+		write_back_short(ino, a.off);
+	else if (rc == 0 && a.appended_from != NO_APPEND && fs.cfg.writeback)
+		fs_itable_note_append(ino, a.appended_from);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

@@ -78,6 +78,19 @@ int fs_itable_init(void);
 void fs_itable_ref(uint64_t ino);
 /* Mark ino as an orphan if the kernel references it; 0 if it does not. */
 int fs_itable_mark_orphan(uint64_t ino);
+/* The writeback cache's write back of a file (file.c, invariant 4). A file
+ * is short when data the kernel wrote back could not be stored for want of
+ * room; it settles (the marks go) at fsync or a truncate, and when the
+ * kernel forgets it. */
+void fs_itable_set_short(uint64_t ino);
+void fs_itable_settled(uint64_t ino);
+int fs_itable_short(uint64_t ino);
+/* Whether the failure has yet to be told to a write(2); now it is. */
+int fs_itable_take_tell(uint64_t ino);
+/* A write back made the file grow from size from; the least such size
+ * since it settled. */
+void fs_itable_note_append(uint64_t ino, uint64_t from);
+int fs_itable_appended(uint64_t ino, uint64_t *from);
 /* Returns 1 when the count reached 0 on an inode marked orphan. */
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);

@@ -239,6 +239,12 @@ int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 	return rc;
 }
 
+/* Less room than one write request brings. */
+static int no_room(void)
+{
+	return kv_room_avail(fs.env) < fs.cfg.max_write;
+}
+
 void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kv_inode in;
@@ -246,7 +252,14 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	kv_txn *t;
 	int rc;
 
-	(void)fi;
+	if (fi && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room())) {
+		/* a write(2) to a file whose write back failed for want of
+		 * room asks first (file.c): the next one fails, and every one
+		 * while there is no room, instead of filling the kernel's
+		 * cache with data that cannot be stored */
+		fuse_reply_err(req, ENOSPC);
+		return;
+	}
 	fs_times_settle(ino);
 	rc = fs_read_inode(ino, &t, &in);
 	if (rc) {
@@ -490,6 +503,8 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	struct stat st;
 	int rc;
 
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		fs_itable_settled(ino); /* a truncate starts its data anew */
 	if (!setattr_lazily(ino, attr, to_set, fi, &a.out)) {
 		/* a truncate frees space: it works when the image is full */
 		rc = kv_write(fs.env, apply_setattr, &a,

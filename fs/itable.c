@@ -13,9 +13,12 @@
  *     of an inode already known allocates nothing, a new one allocates only
  *     when the free list is empty (amortized over ITABLE_CHUNK lookups).
  *  3. Each stripe has its own mutex; no call holds two.
+ *  4. A mark an entry carries (orphan, short) goes with it: the kernel has
+ *     forgotten the inode, and nothing it still holds refers to the mark.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "fs.h"
@@ -27,6 +30,9 @@ struct ient {
 	uint64_t ino;
 	uint64_t nlookup;
 	int orphan;
+	int short_; /* a write back of its data failed for want of room */
+	int tell;   /* ... and no write(2) has been told yet */
+	uint64_t append_from; /* the size it grew from since it settled, + 1 (0: none) */
 	struct ient *next;
 };
 
@@ -39,6 +45,7 @@ struct stripe {
 };
 
 static struct stripe stripes[STRIPES];
+static atomic_uint nshort; /* entries marked short: 0 keeps the checks to a load */
 
 static inline uint64_t mix(uint64_t x)
 {
@@ -166,6 +173,8 @@ int fs_itable_forget(uint64_t ino, uint64_t n)
 		e->nlookup = n >= e->nlookup ? 0 : e->nlookup - n;
 		if (e->nlookup == 0) {
 			purge = e->orphan;
+			if (e->short_)
+				atomic_fetch_sub(&nshort, 1);
 			*pp = e->next;
 			e->next = s->free;
 			s->free = e;
@@ -174,6 +183,113 @@ int fs_itable_forget(uint64_t ino, uint64_t n)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return purge;
+}
+
+/* The entry of ino with its stripe locked, or NULL (stripe unlocked). */
+static struct ient *locked(uint64_t ino, struct stripe **sp)
+{
+	uint64_t h;
+	struct stripe *s = stripe_of(ino, &h);
+	struct ient *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = *slot(s, h, ino);
+	if (!e)
+		pthread_mutex_unlock(&s->lock);
+	*sp = s;
+	return e;
+}
+
+static void set_short(struct ient *e, int on)
+{
+	if (e->short_ == on)
+		return;
+	e->short_ = on;
+	if (on)
+		atomic_fetch_add(&nshort, 1);
+	else
+		atomic_fetch_sub(&nshort, 1);
+}
+
+void fs_itable_set_short(uint64_t ino)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	set_short(e, 1);
+	e->tell = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void fs_itable_settled(uint64_t ino)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	set_short(e, 0);
+	e->tell = 0;
+	e->append_from = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The short mark of ino, or (take) its tell mark, which it then clears. */
+static int short_mark(uint64_t ino, int take)
+{
+	struct stripe *s;
+	struct ient *e;
+	int on;
+
+	if (atomic_load(&nshort) == 0)
+		return 0;
+	e = locked(ino, &s);
+	if (!e)
+		return 0;
+	on = take ? e->tell : e->short_;
+	if (take)
+		e->tell = 0;
+	pthread_mutex_unlock(&s->lock);
+	return on;
+}
+
+int fs_itable_short(uint64_t ino)
+{
+	return short_mark(ino, 0);
+}
+
+int fs_itable_take_tell(uint64_t ino)
+{
+	return short_mark(ino, 1);
+}
+
+void fs_itable_note_append(uint64_t ino, uint64_t from)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	if (!e->append_from || from + 1 < e->append_from)
+		e->append_from = from + 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int fs_itable_appended(uint64_t ino, uint64_t *from)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+	int set;
+
+	if (!e)
+		return 0;
+	set = e->append_from != 0;
+	if (set)
+		*from = e->append_from - 1;
+	pthread_mutex_unlock(&s->lock);
+	return set;
 }
 
 uint64_t fs_itable_count(void)

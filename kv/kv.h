@@ -165,6 +165,10 @@ void kv_super_get(kv_env *env, struct kv_super *out);
 uint32_t kv_block_size(kv_env *env);
 int kv_is_readonly(kv_env *env);
 int kv_usage_get(kv_env *env, struct kv_usage *out);
+/* Bytes ordinary changes can still use, as of the last commit: exact near
+ * the limit, a lower bound (still over 64 MiB) far from it; one atomic load.
+ * UINT64_MAX on a read-only env. */
+uint64_t kv_room_avail(kv_env *env);
 /* Make every committed change durable (fsync, syncfs). */
 int kv_sync(kv_env *env);
 

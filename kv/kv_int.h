@@ -106,6 +106,7 @@ struct kv_env {
 	/* room (room.c) */
 	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
 	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */
+	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
 	uint64_t room_use_max;    /* the role's: pages in use ordinary changes may reach */
 	int room_tight;           /* the role's: the extent is past room_use_max */
 	uint64_t room_next;       /* the role's: look again once the extent passes this */
@@ -129,6 +130,8 @@ void kv_room_measure(kv_env *env, struct kv_room *r);
  * less the reserve (room.c). */
 struct kv_op;
 int kv_room_refuses(kv_env *env, MDB_txn *txn, const struct kv_op *op);
+/* What ordinary changes could still use after txn commits (the role). */
+uint64_t kv_room_avail_in(kv_env *env, MDB_txn *txn);
 
 /* Bytes of blocks a file holds past its size (allocated ahead, flusher.c). */
 static inline uint64_t kv_bytes_past_end(const struct stat *st)

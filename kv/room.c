@@ -64,6 +64,9 @@
 /* the writer looks again once the extent grew by a quarter of the reserve,
  * and at least this much */
 #define CHECK_MIN (64ULL << 10)
+/* kv_room_avail is exact (counts pages in use) within this of the cap,
+ * a lower bound past it */
+#define AVAIL_EXACT (64ULL << 20)
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
 {
@@ -120,6 +123,25 @@ static uint64_t in_use(kv_env *e, MDB_txn *txn)
 			pages += ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages;
 	}
 	return pages * e->page_size;
+}
+
+uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
+{
+	MDB_envinfo info;
+	uint64_t extent, used;
+
+	mdb_env_info(e->env, &info);
+	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
+	/* far from full: what lies past the extent is room enough to tell */
+	if (e->room_use_max > extent + AVAIL_EXACT)
+		return e->room_use_max - extent;
+	used = in_use(e, txn);
+	return e->room_use_max > used ? e->room_use_max - used : 0;
+}
+
+uint64_t kv_room_avail(kv_env *e)
+{
+	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);
 }
 
 int kv_room_refuses(kv_env *e, MDB_txn *txn, const struct kv_op *op)
@@ -179,6 +201,8 @@ int kv_room_update(kv_env *e)
 	atomic_store(&e->room_hard, r.hard);
 	e->room_use_max = r.use_max;
 	e->room_tight = r.extent > r.use_max;
+	if (r.use_max > r.extent + AVAIL_EXACT || atomic_load(&e->room_avail) == 0)
+		atomic_store(&e->room_avail, r.use_max > r.extent ? r.use_max - r.extent : 0);
 	step = r.reserve / 4 > CHECK_MIN ? r.reserve / 4 : CHECK_MIN;
 	e->room_next = r.extent + step;
 	mdb_env_info(e->env, &info);

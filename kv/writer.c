@@ -253,14 +253,18 @@ static void run_batch(kv_env *e, struct kv_op *start)
 			start = stop;
 			continue;
 		}
-		uint64_t next_ino = e->next_ino;
+		uint64_t next_ino = e->next_ino, avail = 0;
 		rc = next_ino != e->super.next_ino ? store_super(e, parent) : 0;
-		if (rc == 0)
+		if (rc == 0) {
+			avail = kv_room_avail_in(e, parent);
 			rc = mdb_txn_commit(parent);
-		else
+		} else {
 			mdb_txn_abort(parent);
-		if (rc == 0)
+		}
+		if (rc == 0) {
 			e->super.next_ino = next_ino;
+			atomic_store(&e->room_avail, avail);
+		}
 		/* store_super gave an errno; LMDB codes are positive or below -30000 */
 		if (rc == EIO && kv_disk_full(e))
 			rc = ENOSPC; /* LMDB says EIO for a short write */

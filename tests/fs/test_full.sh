@@ -22,14 +22,21 @@ used_pct() { df --output=pcent "$MNT" | tail -1 | tr -d ' %'; }
 head -c 300000 /dev/urandom > "$T/keep"
 head -c 5000000 /dev/urandom > "$T/five"
 
-# fill NAME: write until the filesystem is full; ENOSPC, at close for the
-# writeback cache, at the write without it
+# fill NAME: write files into fill/ until the filesystem is full; ENOSPC,
+# at close for the writeback cache, at the write without it. With the
+# writeback cache a write back that fails cuts off what was stored out of
+# order past it, so more files may fit after the first.
 fill() {
-	local name=$1
-	dd if=/dev/urandom of="$MNT/fill" bs=64k count=4000 status=none 2>"$T/dd.err"
-	local rc=$?
+	local name=$1 i rc
+	mkdir "$MNT/fill"
+	for i in 1 2 3 4 5; do
+		dd if=/dev/urandom of="$MNT/fill/$i" bs=64k count=4000 status=none 2>"$T/dd.err"
+		rc=$?
+		[ "$i" = 1 ] && cp "$T/dd.err" "$T/dd1.err"
+		[ "$(used_pct)" -ge 98 ] && break
+	done
 	expect "$name: fill fails" [ "$rc" -ne 0 ]
-	expect "$name: fill says ENOSPC" grep -q "No space left" "$T/dd.err"
+	expect "$name: fill says ENOSPC" grep -q "No space left" "$T/dd1.err"
 	expect "$name: df says full ($(used_pct)%)" [ "$(used_pct)" -ge 98 ]
 	expect "$name: fsck -n clean when full" fsck_clean "$IMG"
 }
@@ -38,7 +45,7 @@ fill() {
 # and check it and the one written before the fill
 rm_and_write() {
 	local name=$1 file=$2
-	rm "$MNT/$file" 2>"$T/rm.err"
+	rm -r "$MNT/$file" 2>"$T/rm.err"
 	expect "$name: rm on a full filesystem ($(cat "$T/rm.err"))" [ ! -e "$MNT/$file" ]
 	cp "$T/five" "$MNT/five" 2>"$T/cp.err" && sync "$MNT/five"
 	expect "$name: write again after rm ($(cat "$T/cp.err"))" cmp -s "$T/five" "$MNT/five"
@@ -90,6 +97,28 @@ for cache in writeback nowriteback; do
 	umount "$HOST"
 	IMG=$T/img
 done
+
+# the writeback cache: the kernel takes data before kvfs can store it, so
+# ENOSPC comes at write back. A file's size never runs ahead of its data
+# (no zero-filled stretch where the data was never stored), and once write
+# back failed, the next write(2) fails too instead of filling the cache.
+kvfs_mkfs
+kvfs_mount -o max_size=32M
+cp "$T/keep" "$MNT/keep"
+head -c 96M /dev/urandom > "$T/src"
+dd if="$T/src" of="$MNT/f" bs=64k status=none 2>"$T/dd.err"
+expect "writeback: dd fails" [ -s "$T/dd.err" ]
+expect "writeback: ENOSPC at a write(2), not only at close ($(cat "$T/dd.err"))" \
+	grep -q "error writing.*No space left" "$T/dd.err"
+kvfs_umount
+expect "writeback: fsck -n clean" fsck_clean "$IMG"
+kvfs_mount -o max_size=32M
+n=$(stat -c %s "$MNT/f")
+expect "writeback: the file's $n bytes are what was written" cmp -n "$n" "$MNT/f" "$T/src"
+expect "writeback: no more than the filesystem holds ($n bytes)" [ "$n" -le $((32 << 20)) ]
+rm_and_write "writeback" f
+kvfs_umount
+rm -f "$T/src"
 
 # max_size below the image's size: no growth, deletes still work
 kvfs_mkfs
