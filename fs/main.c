@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -484,7 +485,11 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 
 /* ------------------------------------------------------------- workers -- */
 
-static atomic_uint workers_done;
+/* how many workers have left their loop; the main thread waits on the
+ * condition for the last one */
+static unsigned workers_done;
+static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t workers_cond = PTHREAD_COND_INITIALIZER;
 
 static void on_wake(int sig)
 {
@@ -509,9 +514,38 @@ static void *worker(void *arg)
 	}
 	free(buf.mem);
 	fuse_session_exit(fs.se);
-	atomic_fetch_add(&workers_done, 1);
-	pthread_kill(main_thread, SIGUSR1); /* wake the main thread */
+	pthread_mutex_lock(&workers_lock);
+	if (++workers_done == fs.cfg.threads)
+		pthread_cond_signal(&workers_cond);
+	pthread_mutex_unlock(&workers_lock);
+	pthread_kill(main_thread, SIGUSR1); /* wake the main thread's sigwait */
 	return NULL;
+}
+
+/* Wait until every worker has left its loop. When the kernel detaches the
+ * mount, each blocked read ends (ENODEV) and this returns as soon as the
+ * last worker does. A lazily unmounted busy mount leaves workers blocked on
+ * a read: SIGUSR2 (no SA_RESTART) interrupts them and they see the session
+ * has exited. A worker about to block when the signal came misses it, so
+ * the signal is sent again while some still run; the wait itself ends on
+ * the last worker's exit, never on the timer. */
+static void workers_wait(pthread_t *tids)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&workers_lock);
+	while (workers_done < fs.cfg.threads) {
+		for (unsigned i = 0; i < fs.cfg.threads; i++)
+			pthread_kill(tids[i], SIGUSR2); /* valid until joined */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&workers_cond, &workers_lock, &ts);
+	}
+	pthread_mutex_unlock(&workers_lock);
 }
 
 /* ---------------------------------------------------------------- main -- */
@@ -669,13 +703,7 @@ int main(int argc, char **argv)
 		fs_log("%s: signal %d, unmounting", fs.cfg.image, sig);
 	fuse_session_exit(fs.se);
 	fuse_session_unmount(fs.se);
-	/* a lazily unmounted busy mount leaves workers blocked on a read:
-	 * interrupt them (SIGUSR2, no SA_RESTART) until all have seen the exit */
-	while (atomic_load(&workers_done) < fs.cfg.threads) {
-		for (unsigned i = 0; i < fs.cfg.threads; i++)
-			pthread_kill(tids[i], SIGUSR2);
-		usleep(10000);
-	}
+	workers_wait(tids);
 	for (unsigned i = 0; i < fs.cfg.threads; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);
