@@ -26,3 +26,7 @@ kvfs_mount_test(options test_options.sh)
 # otherwise): an unprivileged user against root's files and its own.
 kvfs_mount_test(multiuser test_multiuser.sh)
 kvfs_mount_test(faults test_faults.sh)
+
+# The image is free once unmounted: release latency, unmount-then-fsck and
+# unmount-then-mount rounds, waiting for a daemon on its way out.
+kvfs_mount_test(umount test_umount.sh)

@@ -3,13 +3,6 @@
 # per image, bad images refused and left untouched, option errors, signals,
 # mount -t fuse.kvfs and an fstab line, ro, max_size, an idle daemon.
 . "$(dirname "$0")/lib.sh"
-passes=0 fails=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() { # name, then a command that must succeed
-	local name=$1; shift
-	if "$@"; then ok; else bad "$name"; fi
-}
 not_mounted() { ! mountpoint -q "$MNT"; }
 
 kvfs_mkfs
@@ -320,5 +313,4 @@ PY
 	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
 fi
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+kvfs_results

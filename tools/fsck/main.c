@@ -192,10 +192,8 @@ static int open_image(struct fsck *f, char *err, size_t errlen)
 	int rc = kv_open(f->image, &o, &f->env, why, sizeof(why));
 
 	if (rc == -EBUSY)
-		snprintf(err, errlen,
-			 "'%s' is in use (mounted?): it cannot be repaired while mounted; "
-			 "unmount it, or check it read-only with -n",
-			 f->image);
+		snprintf(err, errlen, "%s; a repair needs it to itself: unmount it, or check it "
+			 "read-only with -n", why);
 	else if (rc)
 		snprintf(err, errlen, "%s", why[0] ? why : strerror(-rc));
 	return rc;
