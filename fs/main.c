@@ -550,6 +550,23 @@ static void workers_wait(pthread_t *tids)
 
 /* ---------------------------------------------------------------- main -- */
 
+/* Whoever can read the image reads every file in it, whatever the files'
+ * own permissions say (kvfs-dump export needs no mount); whoever can write
+ * it can change them all. */
+static void warn_mode(void)
+{
+	struct stat st;
+	mode_t m;
+
+	if (stat(fs.cfg.image, &st) != 0 || !(st.st_mode & 066))
+		return;
+	m = st.st_mode & 07777;
+	fs_log("the image is %s by other users (mode %04o): they can %s every file in it, "
+	       "whatever its permissions; chmod 600 it to keep them out",
+	       (m & 044) && (m & 022) ? "readable and writable" : m & 044 ? "readable" : "writable",
+	       (unsigned)m, (m & 044) && (m & 022) ? "read and change" : m & 044 ? "read" : "change");
+}
+
 static int open_store(void)
 {
 	struct kv_open_opts o = {
@@ -565,6 +582,7 @@ static int open_store(void)
 	if (rc)
 		die_status(1, "%s", err);
 	fs.block_size = kv_block_size(fs.env);
+	warn_mode();
 	rc = fs_purge_orphans();
 	if (rc > 0)
 		fs_log("%s: freed %d orphaned inodes left by an earlier run", fs.cfg.image, rc);

@@ -8,7 +8,8 @@
  *     named databases, and a superblock of a known version. A refused open
  *     leaves the file as it was (a lock file it created is removed again).
  *  2. A read-write open holds flock(LOCK_EX) on the image for its lifetime
- *     (lock.c).
+ *     (lock.c). mkfs makes the image 0600 (or keeps the mode of the one it
+ *     replaces) and LMDB's lock file is no more open than the image.
  *  3. Each thread has at most one kv_reader per env, kept in env->readers and
  *     freed by the thread-exit destructor or by kv_close, whichever is first.
  *  4. A reader holds env->map_lock shared while active; the writer resizes
@@ -118,18 +119,31 @@ fail:
 	return rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
 }
 
-/* The new image's file, made here so a failure below can tell it is ours. */
-static int mkfs_create(const char *path, char *err, size_t errlen)
+/* The new image's file, made here so a failure below can tell it is ours:
+ * private to its owner (it holds every file of the filesystem), or with
+ * the owner and mode of the image it replaces. The umask does not narrow
+ * either: the mode is set, not asked for. */
+static int mkfs_create(const char *path, const struct stat *old, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644), rc;
+	mode_t mode = old ? old->st_mode & 0777 : 0600;
+	int fd, rc = 0;
 
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		kv_seterr(err, errlen, "cannot create '%s': %s", path, strerror(-rc));
 		return rc;
 	}
+	/* another owner's image: kept where allowed (root), else it is ours */
+	if (old && (old->st_uid != geteuid() || old->st_gid != getegid()))
+		(void)!fchown(fd, old->st_uid, old->st_gid);
+	if (fchmod(fd, mode) != 0) {
+		rc = -errno;
+		kv_seterr(err, errlen, "cannot set the mode of '%s': %s", path, strerror(-rc));
+		unlink(path);
+	}
 	close(fd);
-	return 0;
+	return rc;
 }
 
 int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t errlen)
@@ -138,7 +152,7 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 	struct stat st;
 	MDB_env *menv = NULL;
 	char *lpath = NULL;
-	int rc, old_fd = -1;
+	int rc, old_fd = -1, replacing = 0;
 
 	if (bs < KV_BLOCK_SIZE_MIN || bs > KV_BLOCK_SIZE_MAX) {
 		kv_seterr(err, errlen, "block size %u out of range (%u to %u)", bs,
@@ -171,6 +185,7 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 			kv_seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
 			goto close_old;
 		}
+		replacing = 1;
 	} else if (errno != ENOENT) {
 		rc = -errno;
 		kv_seterr(err, errlen, "'%s': %s", path, strerror(-rc));
@@ -183,7 +198,7 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 		goto close_old;
 	}
 	unlink(lpath);
-	rc = mkfs_create(path, err, errlen);
+	rc = mkfs_create(path, replacing ? &st : NULL, err, errlen);
 	if (rc)
 		goto out;
 	rc = mdb_env_create(&menv);
@@ -192,7 +207,7 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 	if (!rc)
 		rc = mdb_env_set_mapsize(menv, 1 << 20);
 	if (!rc)
-		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0644);
+		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0600);
 	if (rc) {
 		kv_seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(rc));
 		rc = rc > 0 ? -rc : -EIO;
@@ -335,6 +350,14 @@ static int check_truncated(kv_env *e, int fd, char *err, size_t errlen)
 	return 0;
 }
 
+/* The lock file LMDB makes beside the image: no more open than the image. */
+static mode_t image_mode(kv_env *e)
+{
+	struct stat st;
+
+	return fstat(e->lock_fd, &st) == 0 ? st.st_mode & 0666 : 0600;
+}
+
 static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen)
 {
 	unsigned flags = MDB_NOSUBDIR | MDB_NOTLS;
@@ -366,7 +389,7 @@ static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen
 		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
 		return -ENOMEM;
 	}
-	rc = mdb_env_open(e->env, e->path, flags, 0644);
+	rc = mdb_env_open(e->env, e->path, flags, image_mode(e));
 	if (e->readonly && (rc == EACCES || rc == EROFS)) {
 		/* no lock file can be made beside a read-only image; nobody can be
 		 * writing it either */
@@ -375,7 +398,7 @@ static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen
 		if (mdb_env_create(&e->env) || mdb_env_set_maxdbs(e->env, KV_NDB) ||
 		    mdb_env_set_mapsize(e->env, map))
 			return -ENOMEM;
-		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, 0644);
+		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, image_mode(e));
 	}
 	if (rc == MDB_INVALID) {
 		kv_seterr(err, errlen, "'%s' is not a kvfs image", e->path);

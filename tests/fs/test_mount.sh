@@ -52,6 +52,19 @@ done
 grep -q "format version 2" "$T/err" 2>/dev/null || \
 	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 2" && ok || bad "newer: names the version"
 
+# whoever reads the image reads every file in it: mkfs makes it 0600, its
+# lock file follows, and the daemon warns (once) when others may read it
+expect "mkfs made the image 0600" [ "$(stat -c %a "$IMG")" = 600 ]
+"$KVFS_BIN" "$IMG" "$MNT" 2>"$T/err" || bad "mount the 0600 image"
+expect "0600: lock file 0600 (got $(stat -c %a "$IMG-lock"))" [ "$(stat -c %a "$IMG-lock")" = 600 ]
+expect "0600: no warning" eval '! [ -s "$T/err" ]'
+kvfs_umount
+chmod 644 "$IMG"
+"$KVFS_BIN" "$IMG" "$MNT" 2>"$T/err" || bad "mount the 0644 image"
+expect "0644: one warning" [ "$(grep -c "image is readable by other users (mode 0644)" "$T/err")" = 1 ]
+kvfs_umount
+chmod 600 "$IMG"
+
 # one read-write mount per image
 kvfs_mount
 mkdir -p "$T/mnt2"
