@@ -241,6 +241,7 @@ struct cli {
 	char *max_size;
 	char *commit;
 	double timeout;
+	int timeout_set;
 	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
 	unsigned max_write, threads;
 	int help, version;
@@ -252,11 +253,14 @@ enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATI
 
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
+#define FS_RO_TIMEOUT 1.0 /* seconds: the cache timeout of a read-only mount */
+
 static const struct fuse_opt cli_spec[] = {
 	{"durability=%s", offsetof(struct cli, durability), 0},
 	{"max_size=%s", offsetof(struct cli, max_size), 0},
 	{"commit=%s", offsetof(struct cli, commit), 0},
 	{"timeout=%lf", offsetof(struct cli, timeout), 0},
+	{"timeout=", offsetof(struct cli, timeout_set), 1},
 	{"max_write=%u", offsetof(struct cli, max_write), 0},
 	{"threads=%u", offsetof(struct cli, threads), 0},
 	OPT("nowriteback", nowriteback),
@@ -359,7 +363,8 @@ static void usage(FILE *f)
 "  -o strictatime         update access times on every read that reaches kvfs\n"
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
-"                         (default 86400; kvfs is the image's only writer)\n"
+"                         (default 86400; kvfs is the image's only writer; 1\n"
+"                         with ro, to follow a read-write mount of the image)\n"
 "  -o max_write=BYTES     largest write request, 65536 to 1048576 (default\n"
 "                         1048576)\n"
 "  -o threads=N           request worker threads (default 8)\n"
@@ -470,7 +475,10 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		}
 	}
 	fs.cfg.mountpoint = strdup(path);
-	fs.cfg.timeout = c->timeout;
+	/* a read-only mount may be a view of an image another mount writes
+	 * (made before or after it): what the kernel caches, it holds for a
+	 * second; cached pages and listings go when their file's mtime moves */
+	fs.cfg.timeout = c->timeout_set || !fs.cfg.readonly ? c->timeout : FS_RO_TIMEOUT;
 	fs.cfg.max_write = c->max_write;
 	fs.cfg.threads = c->threads;
 	fs.cfg.writeback = !c->nowriteback && !fs.cfg.readonly;

@@ -127,6 +127,47 @@ expect "ro: reads" cmp -s "$T/hello" "$MNT/hello"
 expect "ro: writes refused" eval '! touch "$MNT/new" 2>/dev/null'
 kvfs_umount
 
+# a read-only view beside a read-write mount of the same image, made before
+# or after it: what the writer creates, rewrites and removes shows in the
+# view's ls, stat and cat within its 1 s cache timeout
+RO=$T/ro
+mkdir -p "$RO"
+# seen WHAT CMD...: CMD succeeds within 3 s (the timeout and some slack)
+seen() {
+	local what=$1 t0=$EPOCHREALTIME ms
+	shift
+	until "$@" 2>/dev/null; do
+		ms=$(( (${EPOCHREALTIME/./} - ${t0/./}) / 1000 ))
+		[ "$ms" -lt 3000 ] || { bad "ro view: $what still not seen after $ms ms"; return; }
+		sleep 0.05
+	done
+	ok
+}
+listed() { ls "$RO/live" | tr '\n' ' ' | grep -qx "$1"; }
+for order in rw-first ro-first; do
+	[ $order = ro-first ] && { "$KVFS_BIN" "$IMG" "$RO" -o ro || bad "$order: ro mount"; }
+	kvfs_mount
+	mkdir -p "$MNT/live"
+	echo aaaa >"$MNT/live/f"
+	[ $order = rw-first ] && { "$KVFS_BIN" "$IMG" "$RO" -o ro || bad "$order: ro mount"; }
+	seen "$order: the directory" test -d "$RO/live"
+	seen "$order: the first file" grep -qx aaaa "$RO/live/f"
+	ls -l "$RO/live" >/dev/null # the kernel has the listing and the pages now
+	echo new-file >"$MNT/live/g"
+	seen "$order: a created file in ls" listed "f g "
+	seen "$order: a created file's stat" eval '[ "$(stat -c %s "$RO/live/g")" = 9 ]'
+	seen "$order: a created file's data" grep -qx new-file "$RO/live/g"
+	echo bbbb >"$MNT/live/f" # same size: only the times tell
+	seen "$order: a rewritten file's data" grep -qx bbbb "$RO/live/f"
+	echo longer-now >>"$MNT/live/f"
+	seen "$order: a grown file's stat" eval '[ "$(stat -c %s "$RO/live/f")" = 16 ]'
+	rm "$MNT/live/g"
+	seen "$order: a removed file gone from ls" listed "f "
+	seen "$order: a removed file gone from stat" eval '! stat "$RO/live/g"'
+	fusermount3 -u "$RO"
+	kvfs_umount
+done
+
 # max_size: the map cannot grow past it; ENOSPC, nothing committed lost
 kvfs_mount -o max_size=16M,durability=none
 dd if=/dev/urandom of="$T/r4" bs=1M count=4 status=none
