@@ -19,6 +19,31 @@ expect "unknown option: not mounted" not_mounted
 expect "bad durability: exit 2" [ "$rc" -eq 2 ]
 "$KVFS_BIN" "$IMG" 2>"$T/err"; rc=$?
 expect "missing mountpoint: exit 2" [ "$rc" -eq 2 ]
+# a bad option is named, before the image is even looked at
+for a in --bogus -x; do
+	"$KVFS_BIN" "$a" "$IMG" "$MNT" 2>"$T/err"; rc=$?
+	expect "$a: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+	expect "$a: named" grep -q "^kvfs: unknown option '$a'" "$T/err"
+	expect "$a: nothing else said" [ "$(wc -l <"$T/err")" -le 2 ]
+	expect "$a: not mounted" not_mounted
+done
+"$KVFS_BIN" "$T/no-such.img" "$MNT" -o no_such_option 2>"$T/err"; rc=$?
+expect "unknown -o option, missing image: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+expect "unknown -o option, missing image: the option named" grep -q "no_such_option" "$T/err"
+# each limit its own message, naming what was given
+for o in threads=0 threads=257 threads=abc threads=-1 timeout=-1 timeout=abc max_write=5 \
+	max_write=2M max_write=2000000; do
+	key=${o%%=*} # not "name": expect has a local of that name
+	"$KVFS_BIN" "$IMG" "$MNT" -o "$o" 2>"$T/err"; rc=$?
+	expect "-o $o: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+	expect "-o $o: one line naming $key and '${o#*=}'" eval \
+		'[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^kvfs: $key .*'"'${o#*=}'"'" "$T/err"'
+	for other in threads timeout max_write; do
+		[ "$other" = "$key" ] && continue
+		expect "-o $o: says nothing of $other" eval '! grep -q "$other" "$T/err"'
+	done
+	expect "-o $o: not mounted" not_mounted
+done
 
 # bad images: a clear message, non-zero exit, the file untouched
 head -c 100000 /dev/urandom > "$T/random.img"

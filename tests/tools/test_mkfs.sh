@@ -68,6 +68,11 @@ chmod 600 "$T/a.img"
 check "no image: usage exit 16" exit_is 16 "$MKFS"
 check "two images: usage exit 16" exit_is 16 "$MKFS" "$T/x" "$T/y"
 check "unknown option: exit 16" exit_is 16 "$MKFS" --bogus "$T/b.img"
+check "unknown option: named, by the program's name" \
+	grep -q "^mkfs.kvfs: unrecognized option '--bogus'" "$T/err"
+check "missing argument: exit 16" exit_is 16 "$MKFS" "$T/b.img" -L
+check "missing argument: named, by the program's name" \
+	grep -q "^mkfs.kvfs: option requires an argument -- 'L'" "$T/err"
 check "bad block size: exit 16" exit_is 16 "$MKFS" -b 12 "$T/b.img"
 check "non-numeric block size: exit 16" exit_is 16 "$MKFS" -b 4k2 "$T/b.img"
 check "long label: exit 16" exit_is 16 "$MKFS" -L "$(printf 'x%.0s' {1..64})" "$T/b.img"

@@ -294,6 +294,6 @@ int cmd_fsck(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	cli_init(argv[0]);
+	cli_init(argv);
 	return cmd_fsck(argc, argv);
 }
