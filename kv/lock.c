@@ -7,8 +7,8 @@
  * daemon is still leaving (joining its threads, committing what is queued,
  * closing the store): a tool run right after it, or the next mount, would
  * find the lock held. So a held lock is refused at once only when the image
- * is mounted (a mount whose source is the image's path in this process's
- * mount table) or held by this very process; any other holder, a daemon
+ * is mounted read-write (a mount whose source is the image's path in this
+ * process's mount table) or held by this very process; any other holder, a daemon
  * unmounting, one still mounting, or a tool at work, is waited for a few
  * seconds, with a line on stderr after the first.
  *
@@ -117,27 +117,30 @@ static void unescape(char *s)
 	*out = '\0';
 }
 
-/* Whether a FUSE mount in f (the mount table, read from its start) has the
- * image at real path as its source; where, in at (atlen bytes). */
+/* Whether a read-write FUSE mount in f (the mount table, read from its
+ * start) has the image at real path as its source; where, in at (atlen
+ * bytes). A read-only mount holds no lock: a view beside a writer that is
+ * leaving must not make its lock look taken for good. */
 static int find_mount(FILE *f, const char *real, char *at, size_t atlen)
 {
-	char *line = NULL, *fields[5], *sep, *type, *src, *save;
+	char *line = NULL, *fields[6], *sep, *type, *src, *save;
 	size_t cap = 0;
 	int found = 0;
 
 	rewind(f);
 	while (!found && getline(&line, &cap, f) > 0) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - TYPE SOURCE OPTIONS */
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - TYPE SOURCE ... */
 		sep = strstr(line, " - ");
 		if (!sep)
 			continue;
 		*sep = '\0';
 		fields[0] = strtok_r(line, " ", &save);
-		for (int i = 1; i < 5 && fields[i - 1]; i++)
+		for (int i = 1; i < 6 && fields[i - 1]; i++)
 			fields[i] = strtok_r(NULL, " ", &save);
 		type = strtok_r(sep + 3, " ", &save);
 		src = type ? strtok_r(NULL, " ", &save) : NULL;
-		if (!fields[0] || !fields[4] || !src || strncmp(type, "fuse", 4) != 0)
+		if (!fields[0] || !fields[5] || !src || strncmp(type, "fuse", 4) != 0 ||
+		    (strncmp(fields[5], "ro", 2) == 0 && (fields[5][2] == ',' || !fields[5][2])))
 			continue;
 		unescape(src);
 		if (strcmp(src, real) == 0) {

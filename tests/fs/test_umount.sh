@@ -69,6 +69,30 @@ expect "fusermount3 -u; kvfs: no failure in $ROUNDS rounds ($failed failed, $inu
 echo "$((2 * ROUNDS)) rounds of unmount-then-use: $(ms_since "$t0") ms"
 expect "fsck clean after the rounds" eval '"$FSCK_BIN" -n "$IMG" >/dev/null'
 
+# a read-only view of the image (which holds no lock) does not make a
+# leaving writer's lock look taken for good
+mkdir -p "$T/ro"
+"$KVFS_BIN" "$IMG" "$T/ro" -o ro || bad "a read-only view"
+CLEANUP_EXTRA='fusermount3 -u "$T/ro" 2>/dev/null'
+failed=0
+for i in $(seq 20); do
+	kvfs_mount
+	echo "$i" >"$MNT/f"
+	umount "$MNT" || { bad "umount beside a view (round $i)"; break; }
+	if ! "$KVFS_BIN" "$IMG" "$MNT" 2>"$T/err"; then
+		failed=$((failed + 1))
+		sed 's/^/    /' "$T/err"
+		kvfs_wait_closed
+		continue
+	fi
+	umount "$MNT"
+	"$FSCK_BIN" -p "$IMG" >/dev/null 2>"$T/err" || { failed=$((failed + 1)); sed 's/^/    /' "$T/err"; }
+done
+expect "beside a read-only view: umount, then mount and fsck -p ($failed of 20 failed)" \
+	[ "$failed" -eq 0 ]
+fusermount3 -u "$T/ro"
+CLEANUP_EXTRA=:
+
 # a mounted image is refused at once, by everything that needs its lock
 kvfs_mount
 mkdir -p "$T/mnt2"
