@@ -618,16 +618,17 @@ static void workers_wait(pthread_t *tids)
  * it can change them all. */
 static void warn_mode(void)
 {
+	static const char *const is[] = {"", "writable", "readable", "readable and writable"};
+	static const char *const can[] = {"", "change", "read", "read and change"};
 	struct stat st;
-	mode_t m;
+	int who;
 
 	if (stat(fs.cfg.image, &st) != 0 || !(st.st_mode & 066))
 		return;
-	m = st.st_mode & 07777;
+	who = (st.st_mode & 044 ? 2 : 0) | (st.st_mode & 022 ? 1 : 0);
 	fs_log("the image is %s by other users (mode %04o): they can %s every file in it, "
 	       "whatever its permissions; chmod 600 it to keep them out",
-	       (m & 044) && (m & 022) ? "readable and writable" : m & 044 ? "readable" : "writable",
-	       (unsigned)m, (m & 044) && (m & 022) ? "read and change" : m & 044 ? "read" : "change");
+	       is[who], (unsigned)(st.st_mode & 07777), can[who]);
 }
 
 static int open_store(void)
