@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -239,9 +240,8 @@ struct cli {
 	char *durability;
 	char *max_size;
 	char *commit;
-	double timeout;
+	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
-	unsigned max_write, threads;
 	int help, version;
 	int nargs;
 };
@@ -251,13 +251,15 @@ enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATI
 
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
+#define FS_RO_TIMEOUT 1.0 /* seconds: the cache timeout of a read-only mount */
+
 static const struct fuse_opt cli_spec[] = {
 	{"durability=%s", offsetof(struct cli, durability), 0},
 	{"max_size=%s", offsetof(struct cli, max_size), 0},
 	{"commit=%s", offsetof(struct cli, commit), 0},
-	{"timeout=%lf", offsetof(struct cli, timeout), 0},
-	{"max_write=%u", offsetof(struct cli, max_write), 0},
-	{"threads=%u", offsetof(struct cli, threads), 0},
+	{"timeout=%s", offsetof(struct cli, timeout), 0},
+	{"max_write=%s", offsetof(struct cli, max_write), 0},
+	{"threads=%s", offsetof(struct cli, threads), 0},
 	OPT("nowriteback", nowriteback),
 	OPT("nokeepcache", nokeepcache),
 	OPT("noskipopen", noskipopen),
@@ -324,7 +326,13 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		fs.cfg.atime = FS_ATIME_STRICT;
 		return 0;
 	default:
-		return 1; /* libfuse's own options; it refuses what it does not know */
+		/* libfuse takes no command-line option kvfs does not handle
+		 * (mount.fuse3 passes only -o) */
+		if (arg[0] == '-') {
+			fprintf(stderr, "kvfs: unknown option '%s'\n", arg);
+			return -1;
+		}
+		return 1; /* an -o option of libfuse's, or one it refuses */
 	}
 }
 
@@ -358,9 +366,9 @@ static void usage(FILE *f)
 "  -o strictatime         update access times on every read that reaches kvfs\n"
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
-"                         (default 86400; kvfs is the image's only writer)\n"
-"  -o max_write=BYTES     largest write request, 65536 to 1048576 (default\n"
-"                         1048576)\n"
+"                         (default 86400; kvfs is the image's only writer; 1\n"
+"                         with ro, to follow a read-write mount of the image)\n"
+"  -o max_write=BYTES     largest write request, 64K to 1M (default 1M)\n"
 "  -o threads=N           request worker threads (default 8)\n"
 "  -o nowriteback         no kernel writeback cache: each write goes to kvfs\n"
 "  -o nokeepcache         drop the page cache of a file when it is opened\n"
@@ -395,18 +403,73 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* libfuse refuses the -o options it does not know only when a session is
+ * made: make one now, before anything is opened, so a bad option is named
+ * first (by libfuse: "unknown option(s)"). */
+static int check_fuse_opts(const struct fuse_args *args)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se;
+
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i]) != 0)
+			return -1;
+	se = fuse_session_new(&copy, &ops, sizeof(ops), NULL);
+	fuse_opt_free_args(&copy);
+	if (!se)
+		return -1;
+	fuse_session_destroy(se);
+	return 0;
+}
+
+/* The numeric options: 0, or -1 after saying which was wrong and why. */
+static int parse_limits(const struct cli *c, double *timeout, unsigned *max_write,
+			unsigned *threads)
+{
+	uint64_t v;
+	char *end;
+
+	if (c->timeout) {
+		errno = 0;
+		*timeout = strtod(c->timeout, &end);
+		if (errno || end == c->timeout || *end || !(*timeout >= 0) || *timeout > 1e9) {
+			fprintf(stderr, "kvfs: timeout must be a number of seconds, 0 or more, "
+					"not '%s'\n", c->timeout);
+			return -1;
+		}
+	}
+	/* libfuse sizes its request buffer by max_write: below 64 KiB the
+	 * kernel refuses the largest xattr values with E2BIG */
+	if (c->max_write) {
+		if (parse_size(c->max_write, &v) || v < KV_XATTR_SIZE_MAX || v > (1 << 20)) {
+			fprintf(stderr, "kvfs: max_write must be %d to %d bytes (64K to 1M), not "
+					"'%s'\n", KV_XATTR_SIZE_MAX, 1 << 20, c->max_write);
+			return -1;
+		}
+		*max_write = (unsigned)v;
+	}
+	if (c->threads) {
+		if (parse_size(c->threads, &v) || v < 1 || v > 256) {
+			fprintf(stderr, "kvfs: threads must be a number from 1 to 256, not '%s'\n",
+				c->threads);
+			return -1;
+		}
+		*threads = (unsigned)v;
+	}
+	return 0;
+}
+
 /* Returns the exit code to use now, or -1 to go on. */
 static int parse_args(struct fuse_args *args, struct cli *c)
 {
 	char path[PATH_MAX];
 	uint64_t commit = 5;
+	double timeout = 86400;
+	unsigned max_write = 1 << 20, threads = 8;
 
 	fs.cfg.atime = FS_ATIME_RELATIME;
-	c->timeout = 86400;
-	c->max_write = 1 << 20;
-	c->threads = 8;
 	if (fuse_opt_parse(args, c, cli_spec, cli_proc) != 0) {
-		usage(stderr);
+		fprintf(stderr, "kvfs: see 'kvfs --help' for the options\n");
 		return 2;
 	}
 	if (c->help) {
@@ -417,6 +480,10 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		printf("kvfs %s, image format %d, libfuse %s\n", KVFS_VERSION, KV_FORMAT_VERSION,
 		       fuse_pkgversion());
 		return 0;
+	}
+	if (check_fuse_opts(args) != 0) {
+		fprintf(stderr, "kvfs: bad mount options (see 'kvfs --help')\n");
+		return 2;
 	}
 	if (c->nargs != 2) {
 		fprintf(stderr, "kvfs: %s\n", c->nargs ? "no mountpoint given" : "no image given");
@@ -443,14 +510,8 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
 		return 2;
 	}
-	/* libfuse sizes its request buffer by max_write: below 64 KiB the
-	 * kernel refuses the largest xattr values with E2BIG */
-	if (c->timeout < 0 || c->max_write < KV_XATTR_SIZE_MAX || c->max_write > (1 << 20) ||
-	    c->threads < 1 || c->threads > 256) {
-		fprintf(stderr, "kvfs: timeout must be >= 0, max_write 65536 to 1048576, "
-				"threads 1 to 256\n");
+	if (parse_limits(c, &timeout, &max_write, &threads) != 0)
 		return 2;
-	}
 	if (!realpath(image_arg, path)) {
 		fprintf(stderr, "kvfs: cannot open '%s': %s\n", image_arg, strerror(errno));
 		return 1;
@@ -469,9 +530,12 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		}
 	}
 	fs.cfg.mountpoint = strdup(path);
-	fs.cfg.timeout = c->timeout;
-	fs.cfg.max_write = c->max_write;
-	fs.cfg.threads = c->threads;
+	/* a read-only mount may be a view of an image another mount writes
+	 * (made before or after it): what the kernel caches, it holds for a
+	 * second; cached pages and listings go when their file's mtime moves */
+	fs.cfg.timeout = c->timeout || !fs.cfg.readonly ? timeout : FS_RO_TIMEOUT;
+	fs.cfg.max_write = max_write;
+	fs.cfg.threads = threads;
 	fs.cfg.writeback = !c->nowriteback && !fs.cfg.readonly;
 	fs.cfg.keep_cache = !c->nokeepcache;
 	fs.cfg.skip_open = !c->noskipopen;
@@ -484,7 +548,11 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 
 /* ------------------------------------------------------------- workers -- */
 
-static atomic_uint workers_done;
+/* how many workers have left their loop; the main thread waits on the
+ * condition for the last one */
+static unsigned workers_done;
+static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t workers_cond = PTHREAD_COND_INITIALIZER;
 
 static void on_wake(int sig)
 {
@@ -509,12 +577,59 @@ static void *worker(void *arg)
 	}
 	free(buf.mem);
 	fuse_session_exit(fs.se);
-	atomic_fetch_add(&workers_done, 1);
-	pthread_kill(main_thread, SIGUSR1); /* wake the main thread */
+	pthread_mutex_lock(&workers_lock);
+	if (++workers_done == fs.cfg.threads)
+		pthread_cond_signal(&workers_cond);
+	pthread_mutex_unlock(&workers_lock);
+	pthread_kill(main_thread, SIGUSR1); /* wake the main thread's sigwait */
 	return NULL;
 }
 
+/* Wait until every worker has left its loop. When the kernel detaches the
+ * mount, each blocked read ends (ENODEV) and this returns as soon as the
+ * last worker does. A lazily unmounted busy mount leaves workers blocked on
+ * a read: SIGUSR2 (no SA_RESTART) interrupts them and they see the session
+ * has exited. A worker about to block when the signal came misses it, so
+ * the signal is sent again while some still run; the wait itself ends on
+ * the last worker's exit, never on the timer. */
+static void workers_wait(pthread_t *tids)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&workers_lock);
+	while (workers_done < fs.cfg.threads) {
+		for (unsigned i = 0; i < fs.cfg.threads; i++)
+			pthread_kill(tids[i], SIGUSR2); /* valid until joined */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&workers_cond, &workers_lock, &ts);
+	}
+	pthread_mutex_unlock(&workers_lock);
+}
+
 /* ---------------------------------------------------------------- main -- */
+
+/* Whoever can read the image reads every file in it, whatever the files'
+ * own permissions say (kvfs-dump export needs no mount); whoever can write
+ * it can change them all. */
+static void warn_mode(void)
+{
+	static const char *const is[] = {"", "writable", "readable", "readable and writable"};
+	static const char *const can[] = {"", "change", "read", "read and change"};
+	struct stat st;
+	int who;
+
+	if (stat(fs.cfg.image, &st) != 0 || !(st.st_mode & 066))
+		return;
+	who = (st.st_mode & 044 ? 2 : 0) | (st.st_mode & 022 ? 1 : 0);
+	fs_log("the image is %s by other users (mode %04o): they can %s every file in it, "
+	       "whatever its permissions; chmod 600 it to keep them out",
+	       is[who], (unsigned)(st.st_mode & 07777), can[who]);
+}
 
 static int open_store(void)
 {
@@ -531,6 +646,7 @@ static int open_store(void)
 	if (rc)
 		die_status(1, "%s", err);
 	fs.block_size = kv_block_size(fs.env);
+	warn_mode();
 	rc = fs_purge_orphans();
 	if (rc > 0)
 		fs_log("%s: freed %d orphaned inodes left by an earlier run", fs.cfg.image, rc);
@@ -611,6 +727,9 @@ int main(int argc, char **argv)
 	free(c.durability);
 	free(c.max_size);
 	free(c.commit);
+	free(c.timeout);
+	free(c.max_write);
+	free(c.threads);
 	free(image_arg);
 	free(mnt_arg);
 	if (rc >= 0) {
@@ -669,13 +788,7 @@ int main(int argc, char **argv)
 		fs_log("%s: signal %d, unmounting", fs.cfg.image, sig);
 	fuse_session_exit(fs.se);
 	fuse_session_unmount(fs.se);
-	/* a lazily unmounted busy mount leaves workers blocked on a read:
-	 * interrupt them (SIGUSR2, no SA_RESTART) until all have seen the exit */
-	while (atomic_load(&workers_done) < fs.cfg.threads) {
-		for (unsigned i = 0; i < fs.cfg.threads; i++)
-			pthread_kill(tids[i], SIGUSR2);
-		usleep(10000);
-	}
+	workers_wait(tids);
 	for (unsigned i = 0; i < fs.cfg.threads; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);

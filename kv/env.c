@@ -7,7 +7,9 @@
  *     file, an LMDB environment whose last page lies inside the file, the six
  *     named databases, and a superblock of a known version. A refused open
  *     leaves the file as it was (a lock file it created is removed again).
- *  2. A read-write open holds flock(LOCK_EX) on the image for its lifetime.
+ *  2. A read-write open holds flock(LOCK_EX) on the image for its lifetime
+ *     (lock.c). mkfs makes the image 0600 (or keeps the mode of the one it
+ *     replaces) and LMDB's lock file is no more open than the image.
  *  3. Each thread has at most one kv_reader per env, kept in env->readers and
  *     freed by the thread-exit destructor or by kv_close, whichever is first.
  *  4. A reader holds env->map_lock shared while active; the writer resizes
@@ -33,20 +35,6 @@
 #define KV_MAP_INITIAL (64ULL << 20)
 #define KV_MAP_LIMIT (64ULL << 40) /* address space reserved at most */
 #define KV_MAXREADERS 512
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int64_t now_ns(void)
 {
@@ -127,8 +115,35 @@ static int mkfs_write(MDB_env *menv, const struct kv_mkfs_opts *o, uint32_t bs, 
 txn_abort:
 	mdb_txn_abort(txn);
 fail:
-	seterr(err, errlen, "cannot write the new filesystem: %s", mdb_strerror(rc));
+	kv_seterr(err, errlen, "cannot write the new filesystem: %s", mdb_strerror(rc));
 	return rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
+}
+
+/* The new image's file, made here so a failure below can tell it is ours:
+ * private to its owner (it holds every file of the filesystem), or with
+ * the owner and mode of the image it replaces. The umask does not narrow
+ * either: the mode is set, not asked for. */
+static int mkfs_create(const char *path, const struct stat *old, char *err, size_t errlen)
+{
+	mode_t mode = old ? old->st_mode & 0777 : 0600;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		kv_seterr(err, errlen, "cannot create '%s': %s", path, strerror(-rc));
+		return rc;
+	}
+	/* another owner's image: kept where allowed (root), else it is ours */
+	if (old && (old->st_uid != geteuid() || old->st_gid != getegid()))
+		(void)!fchown(fd, old->st_uid, old->st_gid);
+	if (fchmod(fd, mode) != 0) {
+		rc = -errno;
+		kv_seterr(err, errlen, "cannot set the mode of '%s': %s", path, strerror(-rc));
+		unlink(path);
+	}
+	close(fd);
+	return rc;
 }
 
 int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t errlen)
@@ -137,67 +152,64 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 	struct stat st;
 	MDB_env *menv = NULL;
 	char *lpath = NULL;
-	int rc, fd;
+	int rc, old_fd = -1, replacing = 0;
 
 	if (bs < KV_BLOCK_SIZE_MIN || bs > KV_BLOCK_SIZE_MAX) {
-		seterr(err, errlen, "block size %u out of range (%u to %u)", bs, KV_BLOCK_SIZE_MIN,
-		       KV_BLOCK_SIZE_MAX);
+		kv_seterr(err, errlen, "block size %u out of range (%u to %u)", bs,
+		          KV_BLOCK_SIZE_MIN, KV_BLOCK_SIZE_MAX);
 		return -EINVAL;
 	}
 	if (o->label && strlen(o->label) > KV_LABEL_MAX) {
-		seterr(err, errlen, "label longer than %d bytes", KV_LABEL_MAX);
+		kv_seterr(err, errlen, "label longer than %d bytes", KV_LABEL_MAX);
 		return -EINVAL;
 	}
 	if (stat(path, &st) == 0) {
 		if (!S_ISREG(st.st_mode)) {
-			seterr(err, errlen, "'%s' exists and is not a regular file", path);
+			kv_seterr(err, errlen, "'%s' exists and is not a regular file", path);
 			return -EEXIST;
 		}
 		if (!o->force) {
-			seterr(err, errlen, "'%s' exists (use -f to overwrite it)", path);
+			kv_seterr(err, errlen, "'%s' exists (use -f to overwrite it)", path);
 			return -EEXIST;
 		}
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			int busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-			close(fd);
-			if (busy) {
-				seterr(err, errlen, "'%s' is in use (mounted?)", path);
-				return -EBUSY;
-			}
+		/* held until the new file is made: nobody opens the old one
+		 * read-write in between */
+		old_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (old_fd >= 0) {
+			rc = kv_image_lock(old_fd, path, err, errlen);
+			if (rc)
+				goto close_old;
 		}
 		if (unlink(path) != 0) {
 			rc = -errno;
-			seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
-			return rc;
+			kv_seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
+			goto close_old;
 		}
+		replacing = 1;
 	} else if (errno != ENOENT) {
 		rc = -errno;
-		seterr(err, errlen, "'%s': %s", path, strerror(-rc));
+		kv_seterr(err, errlen, "'%s': %s", path, strerror(-rc));
 		return rc;
 	}
 
 	lpath = lock_path(path);
-	if (!lpath)
-		return -ENOMEM;
-	unlink(lpath);
-	/* create the file ourselves so a failure below can tell it is ours */
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		seterr(err, errlen, "cannot create '%s': %s", path, strerror(-rc));
-		goto out;
+	if (!lpath) {
+		rc = -ENOMEM;
+		goto close_old;
 	}
-	close(fd);
+	unlink(lpath);
+	rc = mkfs_create(path, replacing ? &st : NULL, err, errlen);
+	if (rc)
+		goto out;
 	rc = mdb_env_create(&menv);
 	if (!rc)
 		rc = mdb_env_set_maxdbs(menv, KV_NDB);
 	if (!rc)
 		rc = mdb_env_set_mapsize(menv, 1 << 20);
 	if (!rc)
-		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0644);
+		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0600);
 	if (rc) {
-		seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(rc));
+		kv_seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(rc));
 		rc = rc > 0 ? -rc : -EIO;
 		goto unlink_image;
 	}
@@ -216,6 +228,11 @@ unlink_image:
 	unlink(lpath);
 out:
 	free(lpath);
+close_old:
+	if (old_fd >= 0) {
+		kv_image_unlock(old_fd);
+		close(old_fd);
+	}
 	return rc;
 }
 
@@ -229,57 +246,60 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 
 	rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
 	if (rc) {
-		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
 		return -EIO;
 	}
 	rc = mdb_dbi_open(txn, kv_db_names[KV_DB_META], 0, &e->dbi[KV_DB_META]);
 	if (rc) {
-		seterr(err, errlen, "'%s' is not a kvfs image (an LMDB file without kvfs databases)",
-		       e->path);
+		kv_seterr(err, errlen,
+		          "'%s' is not a kvfs image (an LMDB file without kvfs databases)",
+		          e->path);
 		rc = -EINVAL;
 		goto txn_abort;
 	}
 	k = (MDB_val){strlen(KV_SUPER_KEY), KV_SUPER_KEY};
 	rc = mdb_get(txn, e->dbi[KV_DB_META], &k, &v);
 	if (rc) {
-		seterr(err, errlen, "'%s' is not a kvfs image (no superblock)", e->path);
+		kv_seterr(err, errlen, "'%s' is not a kvfs image (no superblock)", e->path);
 		rc = -EINVAL;
 		goto txn_abort;
 	}
 	rc = kv_super_decode(v.mv_data, v.mv_size, &e->super);
 	if (rc == -EINVAL) {
-		seterr(err, errlen, "'%s' is not a kvfs image (bad magic)", e->path);
+		kv_seterr(err, errlen, "'%s' is not a kvfs image (bad magic)", e->path);
 		goto txn_abort;
 	}
 	if (rc == -EPROTONOSUPPORT) {
-		seterr(err, errlen,
-		       "'%s' has format version %u; this kvfs reads version %d (upgrade kvfs)",
-		       e->path, e->super.version, KV_FORMAT_VERSION);
+		kv_seterr(err, errlen,
+		          "'%s' has format version %u; this kvfs reads version %d (upgrade kvfs)",
+		          e->path, e->super.version, KV_FORMAT_VERSION);
 		goto txn_abort;
 	}
 	if (rc) {
-		seterr(err, errlen, "'%s': damaged superblock", e->path);
+		kv_seterr(err, errlen, "'%s': damaged superblock", e->path);
 		goto txn_abort;
 	}
 	if (e->super.feature_incompat || (!e->readonly && e->super.feature_ro_compat)) {
-		seterr(err, errlen, "'%s' uses features this kvfs does not know (incompat %#llx, "
-			"ro_compat %#llx)", e->path, (unsigned long long)e->super.feature_incompat,
-		       (unsigned long long)e->super.feature_ro_compat);
+		kv_seterr(err, errlen,
+		          "'%s' uses features this kvfs does not know (incompat %#llx, "
+		          "ro_compat %#llx)",
+		          e->path, (unsigned long long)e->super.feature_incompat,
+		          (unsigned long long)e->super.feature_ro_compat);
 		rc = -EPROTONOSUPPORT;
 		goto txn_abort;
 	}
 	for (int i = KV_DB_META + 1; i < KV_NDB; i++) {
 		rc = mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]);
 		if (rc) {
-			seterr(err, errlen, "'%s': damaged image (database '%s' missing)", e->path,
-			       kv_db_names[i]);
+			kv_seterr(err, errlen, "'%s': damaged image (database '%s' missing)",
+			          e->path, kv_db_names[i]);
 			rc = -EIO;
 			goto txn_abort;
 		}
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc) {
-		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
 		return -EIO;
 	}
 	return 0;
@@ -296,15 +316,15 @@ static int check_file(kv_env *e, int fd, char *err, size_t errlen)
 	if (fstat(fd, &st) != 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode)) {
-		seterr(err, errlen, "'%s' is not a regular file", e->path);
+		kv_seterr(err, errlen, "'%s' is not a regular file", e->path);
 		return -EINVAL;
 	}
 	if (st.st_size == 0) {
-		seterr(err, errlen, "'%s' is empty, not a kvfs image", e->path);
+		kv_seterr(err, errlen, "'%s' is empty, not a kvfs image", e->path);
 		return -EINVAL;
 	}
 	if (st.st_size < 2 * 4096) {
-		seterr(err, errlen, "'%s' is too small to be a kvfs image", e->path);
+		kv_seterr(err, errlen, "'%s' is too small to be a kvfs image", e->path);
 		return -EINVAL;
 	}
 	return 0;
@@ -322,12 +342,20 @@ static int check_truncated(kv_env *e, int fd, char *err, size_t errlen)
 		return -EIO;
 	e->page_size = ms.ms_psize;
 	if ((uint64_t)st.st_size < ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize) {
-		seterr(err, errlen, "'%s' is truncated: %lld bytes, the image needs %llu", e->path,
-		       (long long)st.st_size,
-		       (unsigned long long)(info.me_last_pgno + 1) * ms.ms_psize);
+		kv_seterr(err, errlen, "'%s' is truncated: %lld bytes, the image needs %llu",
+		          e->path, (long long)st.st_size,
+		          (unsigned long long)(info.me_last_pgno + 1) * ms.ms_psize);
 		return -EIO;
 	}
 	return 0;
+}
+
+/* The lock file LMDB makes beside the image: no more open than the image. */
+static mode_t image_mode(kv_env *e)
+{
+	struct stat st;
+
+	return fstat(e->lock_fd, &st) == 0 ? st.st_mode & 0666 : 0600;
 }
 
 static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen)
@@ -358,10 +386,10 @@ static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen
 	if (!rc)
 		rc = mdb_env_set_mapsize(e->env, map);
 	if (rc) {
-		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
 		return -ENOMEM;
 	}
-	rc = mdb_env_open(e->env, e->path, flags, 0644);
+	rc = mdb_env_open(e->env, e->path, flags, image_mode(e));
 	if (e->readonly && (rc == EACCES || rc == EROFS)) {
 		/* no lock file can be made beside a read-only image; nobody can be
 		 * writing it either */
@@ -370,18 +398,18 @@ static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen
 		if (mdb_env_create(&e->env) || mdb_env_set_maxdbs(e->env, KV_NDB) ||
 		    mdb_env_set_mapsize(e->env, map))
 			return -ENOMEM;
-		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, 0644);
+		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, image_mode(e));
 	}
 	if (rc == MDB_INVALID) {
-		seterr(err, errlen, "'%s' is not a kvfs image", e->path);
+		kv_seterr(err, errlen, "'%s' is not a kvfs image", e->path);
 		return -EINVAL;
 	}
 	if (rc == MDB_VERSION_MISMATCH) {
-		seterr(err, errlen, "'%s': LMDB version mismatch", e->path);
+		kv_seterr(err, errlen, "'%s': LMDB version mismatch", e->path);
 		return -EPROTONOSUPPORT;
 	}
 	if (rc) {
-		seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
 		return rc > 0 ? -rc : -EIO;
 	}
 	return 0;
@@ -417,17 +445,20 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->lock_fd = open(path, (o->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (e->lock_fd < 0) {
 		rc = -errno;
-		seterr(err, errlen, "cannot open '%s': %s", path, strerror(-rc));
+		kv_seterr(err, errlen, "cannot open '%s': %s", path, strerror(-rc));
 		goto free_env;
 	}
 	rc = check_file(e, e->lock_fd, err, errlen);
 	if (rc)
 		goto free_env;
-	if (!o->readonly && flock(e->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		seterr(err, errlen, "'%s' is in use by another kvfs process (already mounted?)",
-		       path);
-		goto free_env;
+	if (!o->readonly) {
+		rc = kv_image_lock(e->lock_fd, path, err, errlen);
+		if (rc == -EBUSY)
+			goto free_env;
+		if (rc) {
+			kv_seterr(err, errlen, "cannot lock '%s': %s", path, strerror(-rc));
+			goto free_env;
+		}
 	}
 	fstat(e->lock_fd, &st);
 	lock_existed = access(lpath, F_OK) == 0;
@@ -460,7 +491,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	if (!e->readonly) {
 		rc = kv_writer_start(e);
 		if (rc) {
-			seterr(err, errlen, "cannot start the writer: %s", strerror(-rc));
+			kv_seterr(err, errlen, "cannot start the writer: %s", strerror(-rc));
 			kv_close(e);
 			return rc;
 		}
@@ -469,8 +500,10 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	return 0;
 
 free_env:
-	if (e->lock_fd >= 0)
+	if (e->lock_fd >= 0) {
+		kv_image_unlock(e->lock_fd);
 		close(e->lock_fd);
+	}
 	free(lpath);
 	free(e->path);
 	free(e);
@@ -497,6 +530,7 @@ void kv_close(kv_env *e)
 	mdb_env_close(e->env);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);
+	kv_image_unlock(e->lock_fd);
 	close(e->lock_fd);
 	free(e->path);
 	free(e);

@@ -25,6 +25,17 @@ void kv_set_log(kv_log_fn fn)
 	log_fn = fn;
 }
 
+void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
 void kv_log(const char *fmt, ...)
 {
 	char line[1024];

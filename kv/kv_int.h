@@ -149,6 +149,17 @@ uint64_t kv_name_hash_xxh3(const char *name, size_t len);
 /* LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may be NULL). */
 int kv_err(kv_txn *txn, int rc, const char *what);
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A one-line message into err (errlen bytes; nothing when err is NULL). */
+void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* lock.c: take the exclusive lock of the image open at fd (path names it,
+ * for the mount table and the messages). 0; -EBUSY with a message in err
+ * when it is mounted, held by this process, or held by another for longer
+ * than a few seconds (said on stderr after the first); -errno. */
+int kv_image_lock(int fd, const char *path, char *err, size_t errlen);
+/* Let go of the lock taken on fd (before closing it). */
+void kv_image_unlock(int fd);
 
 /* A cursor on db valid in txn. NULL with *rc set on failure. */
 MDB_cursor *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);

@@ -17,10 +17,13 @@
 
 const char *cli_prog = "kvfs";
 
-void cli_init(const char *argv0)
+void cli_init(char **argv)
 {
-	const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
-	cli_prog = slash ? slash + 1 : (argv0 ? argv0 : "kvfs");
+	const char *slash = argv[0] ? strrchr(argv[0], '/') : NULL;
+
+	cli_prog = slash ? slash + 1 : (argv[0] ? argv[0] : "kvfs");
+	/* getopt(3) names the program by argv[0] in its own messages */
+	argv[0] = (char *)cli_prog;
 }
 
 void cli_error(const char *fmt, ...)

@@ -16,7 +16,9 @@
 
 extern const char *cli_prog;
 
-void cli_init(const char *argv0);
+/* Name the program (cli_prog) by the last part of argv[0], as its messages
+ * and getopt(3)'s say it: "mkfs.kvfs: ...", however it was run. */
+void cli_init(char **argv);
 /* "PROG: message\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parse a size with an optional K, M, G or T suffix (powers of 1024).

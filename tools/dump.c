@@ -588,6 +588,6 @@ int cmd_dump(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	cli_init(argv[0]);
+	cli_init(argv);
 	return cmd_dump(argc, argv);
 }

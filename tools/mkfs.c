@@ -181,6 +181,6 @@ int cmd_mkfs(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	cli_init(argv[0]);
+	cli_init(argv);
 	return cmd_mkfs(argc, argv);
 }

@@ -19,6 +19,21 @@ mkdir -p "$MNT"
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 
+# Counted checks: expect NAME COMMAND... passes when COMMAND succeeds; ok and
+# bad count one result; kvfs_results prints the counts and fails on any bad.
+passes=0 fails=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+expect() {
+	local name=$1
+	shift
+	if "$@"; then ok; else bad "$name"; fi
+}
+kvfs_results() {
+	echo "$passes passed, $fails failed"
+	[ "$fails" -eq 0 ]
+}
+
 # CLEANUP_EXTRA: shell code (a command line or a function's name) run first
 CLEANUP_EXTRA=:
 kvfs_cleanup() {

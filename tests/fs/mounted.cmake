@@ -28,3 +28,7 @@ kvfs_mount_test(multiuser test_multiuser.sh)
 kvfs_mount_test(faults test_faults.sh)
 # A full filesystem: fill, delete, write again (max_size, a full host)
 kvfs_mount_test(full test_full.sh)
+
+# The image is free once unmounted: release latency, unmount-then-fsck and
+# unmount-then-mount rounds, waiting for a daemon on its way out.
+kvfs_mount_test(umount test_umount.sh)

@@ -49,7 +49,7 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups "$KVFS_BIN" "$IMG" "$MNT" 
 expect "unreadable: refused (exit $rc)" [ "$rc" -eq 1 ]
 expect "unreadable: says why" grep -q "Permission denied" "$T/err"
 expect "unreadable: not mounted" eval '! mountpoint -q "$MNT"'
-chmod 644 "$IMG"
+chmod 600 "$IMG"
 chown root "$MNT"
 
 # 3. a read-only image (a read-only bind mount of its directory)

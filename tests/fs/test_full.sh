@@ -7,8 +7,6 @@
 # each step and nothing written before is lost.
 . "$(dirname "$0")/lib.sh"
 : "${FSCK_BIN:?}"
-passes=0 fails=0
-expect() { local name=$1; shift; if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi; }
 HOST=$T/host
 mkdir -p "$HOST"
 CLEANUP_EXTRA='mountpoint -q "$MNT" && fusermount3 -u "$MNT"; kvfs_wait_closed "$IMG"; mountpoint -q "$HOST" && umount -l "$HOST"'
@@ -138,5 +136,4 @@ expect "max_size below the image: the image did not grow past its reserve" \
 	[ "$(stat -c %s "$IMG")" -le $((size + (1 << 20))) ]
 expect "max_size below the image: fsck -n clean" fsck_clean "$IMG"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+kvfs_results

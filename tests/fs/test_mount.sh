@@ -3,13 +3,6 @@
 # per image, bad images refused and left untouched, option errors, signals,
 # mount -t fuse.kvfs and an fstab line, ro, max_size, an idle daemon.
 . "$(dirname "$0")/lib.sh"
-passes=0 fails=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() { # name, then a command that must succeed
-	local name=$1; shift
-	if "$@"; then ok; else bad "$name"; fi
-}
 not_mounted() { ! mountpoint -q "$MNT"; }
 
 kvfs_mkfs
@@ -26,6 +19,31 @@ expect "unknown option: not mounted" not_mounted
 expect "bad durability: exit 2" [ "$rc" -eq 2 ]
 "$KVFS_BIN" "$IMG" 2>"$T/err"; rc=$?
 expect "missing mountpoint: exit 2" [ "$rc" -eq 2 ]
+# a bad option is named, before the image is even looked at
+for a in --bogus -x; do
+	"$KVFS_BIN" "$a" "$IMG" "$MNT" 2>"$T/err"; rc=$?
+	expect "$a: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+	expect "$a: named" grep -q "^kvfs: unknown option '$a'" "$T/err"
+	expect "$a: nothing else said" [ "$(wc -l <"$T/err")" -le 2 ]
+	expect "$a: not mounted" not_mounted
+done
+"$KVFS_BIN" "$T/no-such.img" "$MNT" -o no_such_option 2>"$T/err"; rc=$?
+expect "unknown -o option, missing image: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+expect "unknown -o option, missing image: the option named" grep -q "no_such_option" "$T/err"
+# each limit its own message, naming what was given
+for o in threads=0 threads=257 threads=abc threads=-1 timeout=-1 timeout=abc max_write=5 \
+	max_write=2M max_write=2000000; do
+	key=${o%%=*} # not "name": expect has a local of that name
+	"$KVFS_BIN" "$IMG" "$MNT" -o "$o" 2>"$T/err"; rc=$?
+	expect "-o $o: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+	expect "-o $o: one line naming $key and '${o#*=}'" eval \
+		'[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^kvfs: $key .*'"'${o#*=}'"'" "$T/err"'
+	for other in threads timeout max_write; do
+		[ "$other" = "$key" ] && continue
+		expect "-o $o: says nothing of $other" eval '! grep -q "$other" "$T/err"'
+	done
+	expect "-o $o: not mounted" not_mounted
+done
 
 # bad images: a clear message, non-zero exit, the file untouched
 head -c 100000 /dev/urandom > "$T/random.img"
@@ -58,6 +76,19 @@ for f in random empty text newer trunc; do
 done
 grep -q "format version 2" "$T/err" 2>/dev/null || \
 	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 2" && ok || bad "newer: names the version"
+
+# whoever reads the image reads every file in it: mkfs makes it 0600, its
+# lock file follows, and the daemon warns (once) when others may read it
+expect "mkfs made the image 0600" [ "$(stat -c %a "$IMG")" = 600 ]
+"$KVFS_BIN" "$IMG" "$MNT" 2>"$T/err" || bad "mount the 0600 image"
+expect "0600: lock file 0600 (got $(stat -c %a "$IMG-lock"))" [ "$(stat -c %a "$IMG-lock")" = 600 ]
+expect "0600: no warning" eval '! [ -s "$T/err" ]'
+kvfs_umount
+chmod 644 "$IMG"
+"$KVFS_BIN" "$IMG" "$MNT" 2>"$T/err" || bad "mount the 0644 image"
+expect "0644: one warning" [ "$(grep -c "image is readable by other users (mode 0644)" "$T/err")" = 1 ]
+kvfs_umount
+chmod 600 "$IMG"
 
 # one read-write mount per image
 kvfs_mount
@@ -120,6 +151,47 @@ kvfs_mount -o ro
 expect "ro: reads" cmp -s "$T/hello" "$MNT/hello"
 expect "ro: writes refused" eval '! touch "$MNT/new" 2>/dev/null'
 kvfs_umount
+
+# a read-only view beside a read-write mount of the same image, made before
+# or after it: what the writer creates, rewrites and removes shows in the
+# view's ls, stat and cat within its 1 s cache timeout
+RO=$T/ro
+mkdir -p "$RO"
+# seen WHAT CMD...: CMD succeeds within 3 s (the timeout and some slack)
+seen() {
+	local what=$1 t0=$EPOCHREALTIME ms
+	shift
+	until "$@" 2>/dev/null; do
+		ms=$(( (${EPOCHREALTIME/./} - ${t0/./}) / 1000 ))
+		[ "$ms" -lt 3000 ] || { bad "ro view: $what still not seen after $ms ms"; return; }
+		sleep 0.05
+	done
+	ok
+}
+listed() { ls "$RO/live" | tr '\n' ' ' | grep -qx "$1"; }
+for order in rw-first ro-first; do
+	[ $order = ro-first ] && { "$KVFS_BIN" "$IMG" "$RO" -o ro || bad "$order: ro mount"; }
+	kvfs_mount
+	mkdir -p "$MNT/live"
+	echo aaaa >"$MNT/live/f"
+	[ $order = rw-first ] && { "$KVFS_BIN" "$IMG" "$RO" -o ro || bad "$order: ro mount"; }
+	seen "$order: the directory" test -d "$RO/live"
+	seen "$order: the first file" grep -qx aaaa "$RO/live/f"
+	ls -l "$RO/live" >/dev/null # the kernel has the listing and the pages now
+	echo new-file >"$MNT/live/g"
+	seen "$order: a created file in ls" listed "f g "
+	seen "$order: a created file's stat" eval '[ "$(stat -c %s "$RO/live/g")" = 9 ]'
+	seen "$order: a created file's data" grep -qx new-file "$RO/live/g"
+	echo bbbb >"$MNT/live/f" # same size: only the times tell
+	seen "$order: a rewritten file's data" grep -qx bbbb "$RO/live/f"
+	echo longer-now >>"$MNT/live/f"
+	seen "$order: a grown file's stat" eval '[ "$(stat -c %s "$RO/live/f")" = 16 ]'
+	rm "$MNT/live/g"
+	seen "$order: a removed file gone from ls" listed "f "
+	seen "$order: a removed file gone from stat" eval '! stat "$RO/live/g"'
+	fusermount3 -u "$RO"
+	kvfs_umount
+done
 
 # max_size: the map cannot grow past it; ENOSPC, nothing committed lost
 kvfs_mount -o max_size=16M,durability=none
@@ -320,5 +392,4 @@ PY
 	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
 fi
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+kvfs_results

@@ -136,6 +136,9 @@ for args in "" "$T/random.img" "--bogus $T/random.img summary" "$T/random.img no
 	check "usage error: exit 16 ($args)" exit_is 16 "$DUMP" $args
 	check "usage error: a message ($args)" grep -q "^kvfs-dump: " "$T/err"
 done
+check "unknown option: named" exit_is 16 "$DUMP" --bogus "$T/random.img" summary
+check "unknown option: named, by the program's name" \
+	grep -q "^kvfs-dump: unknown option '--bogus'" "$T/err"
 
 # ---- garbage images: exit 8 with a message, never a crash, nothing written
 : >"$T/empty.img"

@@ -355,6 +355,11 @@ has "summary line" "1 inodes, 1 directories, 0 blocks (0 bytes) checked in"
 run_fsck 16 "no image" 
 run_fsck 16 "-n and -y" -n -y "$T/fresh.img"
 run_fsck 16 "unknown option" --bogus "$T/fresh.img"
+expect "unknown option: named, by the program's name" \
+	grep -q "^fsck.kvfs: unrecognized option '--bogus'" "$T/err"
+run_fsck 16 "unknown short option" -Z "$T/fresh.img"
+expect "unknown short option: named, by the program's name" \
+	grep -q "^fsck.kvfs: invalid option -- 'Z'" "$T/err"
 run_fsck 16 "two images" -n "$T/fresh.img" "$T/base.img"
 run_fsck 0 "--help" --help
 has "--help names -p's repairs" "-p, -a, --preen"

@@ -43,9 +43,36 @@ check "refused image untouched" cmp -s "$T/a.img" "$T/a.copy"
 check "-f overwrites" exit_is 0 "$MKFS" -f -b 8168 "$T/a.img"
 check "-f applied the block size" grep -q "block size 8168" "$T/out"
 
+# the image holds every file of the filesystem: its owner's alone, whatever
+# the umask; -f keeps the mode (and owner) of the image it replaces
+mode() { stat -c %a "$1"; }
+check "a new image is 0600 (got $(mode "$T/a.img"))" [ "$(mode "$T/a.img")" = 600 ]
+(umask 0; "$MKFS" "$T/umask0.img" >/dev/null) # the report reopens it: a lock file
+check "umask 0: still 0600 (got $(mode "$T/umask0.img"))" [ "$(mode "$T/umask0.img")" = 600 ]
+check "umask 0: its lock file 0600 (got $(mode "$T/umask0.img-lock"))" \
+	[ "$(mode "$T/umask0.img-lock")" = 600 ]
+(umask 077; "$MKFS" -q "$T/umask077.img")
+check "umask 077: 0600 (got $(mode "$T/umask077.img"))" [ "$(mode "$T/umask077.img")" = 600 ]
+chmod 640 "$T/a.img"
+check "-f over a 0640 image" exit_is 0 "$MKFS" -q -f "$T/a.img"
+check "-f keeps 0640 (got $(mode "$T/a.img"))" [ "$(mode "$T/a.img")" = 640 ]
+if [ "$(id -u)" -eq 0 ]; then
+	chown 1234:5678 "$T/a.img"
+	check "-f as root over another user's image" exit_is 0 "$MKFS" -q -f "$T/a.img"
+	check "-f keeps the owner (got $(stat -c %u:%g "$T/a.img"))" \
+		[ "$(stat -c %u:%g "$T/a.img")" = 1234:5678 ]
+	check "-f keeps the mode too (got $(mode "$T/a.img"))" [ "$(mode "$T/a.img")" = 640 ]
+fi
+chmod 600 "$T/a.img"
+
 check "no image: usage exit 16" exit_is 16 "$MKFS"
 check "two images: usage exit 16" exit_is 16 "$MKFS" "$T/x" "$T/y"
 check "unknown option: exit 16" exit_is 16 "$MKFS" --bogus "$T/b.img"
+check "unknown option: named, by the program's name" \
+	grep -q "^mkfs.kvfs: unrecognized option '--bogus'" "$T/err"
+check "missing argument: exit 16" exit_is 16 "$MKFS" "$T/b.img" -L
+check "missing argument: named, by the program's name" \
+	grep -q "^mkfs.kvfs: option requires an argument -- 'L'" "$T/err"
 check "bad block size: exit 16" exit_is 16 "$MKFS" -b 12 "$T/b.img"
 check "non-numeric block size: exit 16" exit_is 16 "$MKFS" -b 4k2 "$T/b.img"
 check "long label: exit 16" exit_is 16 "$MKFS" -L "$(printf 'x%.0s' {1..64})" "$T/b.img"

@@ -21,6 +21,9 @@ make_tree "$T/src"
 # ---- mkfs -d, then export to a directory
 check "mkfs -d succeeds" exit_is 0 "$MKFS" -L roundtrip -d "$T/src" "$T/img"
 check "mkfs -d reports the copy" grep -q "^copied [0-9]* inodes and .* of file data from" "$T/out"
+check "mkfs -d: the image is 0600 (got $(stat -c %a "$T/img"))" [ "$(stat -c %a "$T/img")" = 600 ]
+check "mkfs -d: its lock file, if left, is 0600" \
+	eval '[ ! -e "$T/img-lock" ] || [ "$(stat -c %a "$T/img-lock")" = 600 ]'
 check "no progress without a terminal" [ ! -s "$T/err" ]
 check "export to a directory" exit_is 0 "$DUMP" "$T/img" export "$T/out.d"
 check "export reports what it wrote" grep -q "^exported [0-9]* inodes" "$T/out"

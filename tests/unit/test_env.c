@@ -2,7 +2,8 @@
  * test_env.c - kv/env.c: kv_mkfs (a fresh image, its refusals), kv_open and
  * kv_close (everything survives a reopen, read-only opens), the refusals of
  * kv_open (foreign, empty, truncated, newer or incompatible images; a second
- * read-write open) which leave the file as it was, a map at its maximum
+ * read-write open) which leave the file as it was, the wait for a lock
+ * holder on its way out, a map at its maximum
  * (-ENOSPC, nothing lost), and the recycling of per-thread read
  * transactions across many calls and many short-lived threads.
  */
@@ -15,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -527,6 +532,70 @@ static void refuse_second_open(void **state)
 	expect_refused(im->path, 0, -EBUSY);
 }
 
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A process that holds the lock for hold_ms, then exits; returns once it
+ * holds it. */
+static pid_t hold_lock(const char *path, int hold_ms)
+{
+	int p[2], fd;
+	char c;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		fd = open(path, O_RDONLY);
+		if (fd < 0 || flock(fd, LOCK_EX) != 0 || write(p[1], "x", 1) != 1)
+			_exit(1);
+		usleep((useconds_t)hold_ms * 1000);
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	return pid;
+}
+
+/* A holder with no mount of the image (a daemon on its way out) is waited
+ * for; this process's own lock is refused at once, never waited for. */
+static void lock_waits_for_a_leaving_holder(void **state)
+{
+	struct tu_image *im = image_of(state);
+	struct kv_mkfs_opts force = {.force = 1, .root_mode = 0755};
+	struct timespec t0;
+	pid_t pid;
+	int status;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(kv_mkfs(im->path, &force, im->err, sizeof(im->err)), -EBUSY);
+	assert_true(secs_since(&t0) < 0.5);
+	assert_non_null(strstr(im->err, "in use"));
+	tu_image_close(im);
+
+	pid = hold_lock(im->path, 300);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	assert_true(secs_since(&t0) >= 0.25 && secs_since(&t0) < 3);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tu_image_close(im);
+
+	pid = hold_lock(im->path, 300);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(kv_mkfs(im->path, &force, im->err, sizeof(im->err)), 0);
+	assert_true(secs_since(&t0) >= 0.25 && secs_since(&t0) < 3);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+}
+
 /* --------------------------------------------------------- map full -- */
 
 static void map_full(void **state)
@@ -663,6 +732,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(refuse_newer_version, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_features, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_second_open, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(lock_waits_for_a_leaving_holder, tu_setup,
+	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(map_full, closed_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(read_recycle, tu_setup, tu_teardown),
 	};

@@ -192,10 +192,8 @@ static int open_image(struct fsck *f, char *err, size_t errlen)
 	int rc = kv_open(f->image, &o, &f->env, why, sizeof(why));
 
 	if (rc == -EBUSY)
-		snprintf(err, errlen,
-			 "'%s' is in use (mounted?): it cannot be repaired while mounted; "
-			 "unmount it, or check it read-only with -n",
-			 f->image);
+		snprintf(err, errlen, "%s; a repair needs it to itself: unmount it, or check it "
+			 "read-only with -n", why);
 	else if (rc)
 		snprintf(err, errlen, "%s", why[0] ? why : strerror(-rc));
 	return rc;
@@ -296,6 +294,6 @@ int cmd_fsck(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	cli_init(argv[0]);
+	cli_init(argv);
 	return cmd_fsck(argc, argv);
 }
