@@ -187,6 +187,7 @@ void dump_error(struct dump *d, const char *fmt, ...)
 
 	d->errors++;
 	fflush(stdout);
+	progress_clear(&d->prog);
 	va_start(ap, fmt);
 	fprintf(stderr, "%s: ", cli_prog);
 	vfprintf(stderr, fmt, ap);

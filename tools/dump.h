@@ -18,12 +18,14 @@
 #include <stdint.h>
 
 #include "kv.h"
+#include "progress.h"
 
 struct dump {
 	const char *image;
 	kv_env *env;
 	kv_txn *t; /* the command's read transaction, when it has one */
 	unsigned errors;
+	struct progress prog; /* export and backup draw it; erased before messages */
 };
 
 /* The arguments of a command, checked before the image is opened. */

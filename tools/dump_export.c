@@ -40,6 +40,7 @@
 #include "cli.h"
 #include "dump_export.h"
 #include "inomap.h"
+#include "progress.h"
 
 #define DEPTH_MAX 4096
 #define PAGE 4096
@@ -53,6 +54,7 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 
 	x->d->errors++;
 	fflush(stdout);
+	progress_clear(&x->d->prog);
 	fprintf(stderr, "%s: '", cli_prog);
 	if (e)
 		cli_put_escaped(stderr, e->path, strlen(e->path));
@@ -219,26 +221,28 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 		m->str = strdup(e->path);
 }
 
-struct walk_level {
-	struct walk *w;
-	int depth;
+/* The entries of one directory, gathered to be visited in name order. */
+struct listing {
+	struct export *x;
+	char *names; /* the names, back to back */
+	size_t nlen, ncap;
+	struct lent {
+		size_t off;
+		size_t len;
+		uint64_t ino;
+	} *ents;
+	size_t n, cap;
 };
 
-static int walk_entry(void *arg, const struct kv_dirent *de)
+static int gather(void *arg, const struct kv_dirent *de)
 {
-	struct walk_level *lv = arg;
-	struct export *x = lv->w->x;
-	char name[KV_NAME_MAX + 1];
-	struct xent e = {.name = name};
-	struct kv_inode in;
-	size_t mark = x->pathlen;
-	int rc;
+	struct listing *l = arg;
+	struct export *x = l->x;
 
-	if (x->fatal)
-		return 1;
 	if (!dump_name_ok(de->name, de->namelen)) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
 		fflush(stdout);
+		progress_clear(&x->d->prog);
 		fprintf(stderr, "%s: '", cli_prog);
 		cli_put_escaped(stderr, p.path, strlen(p.path));
 		fputs("': an entry with an impossible name ('", stderr);
@@ -247,36 +251,86 @@ static int walk_entry(void *arg, const struct kv_dirent *de)
 		x->d->errors++;
 		return 0;
 	}
-	memcpy(name, de->name, de->namelen);
-	name[de->namelen] = '\0';
-	if (path_push(x, name, de->namelen)) {
-		x->fatal = 1;
-		return 1;
+	if (l->nlen + de->namelen > l->ncap) {
+		size_t cap = (l->nlen + de->namelen) * 2 + 4096;
+		char *p = realloc(l->names, cap);
+		if (!p)
+			return -ENOMEM;
+		l->names = p;
+		l->ncap = cap;
 	}
-	e.path = x->path;
-	rc = kv_inode_get(x->d->t, de->ino, &in);
-	if (rc) {
-		export_error(x, &e, "inode %llu: %s; skipped", (unsigned long long)de->ino,
-			     rc == -ENOENT ? "missing" : strerror(-rc));
-	} else {
-		e.in = &in;
-		walk_one(lv->w, &e, lv->depth);
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct lent *e = realloc(l->ents, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		l->ents = e;
+		l->cap = cap;
 	}
-	x->pathlen = mark;
-	x->path[mark] = '\0';
+	memcpy(l->names + l->nlen, de->name, de->namelen);
+	l->ents[l->n++] = (struct lent){l->nlen, de->namelen, de->ino};
+	l->nlen += de->namelen;
 	return 0;
 }
 
+/* By name bytes, as strcmp orders them (GNU tar --sort=name). */
+static int by_name(const void *a, const void *b, void *names)
+{
+	const struct lent *p = a, *q = b;
+	const char *base = names;
+	int c = memcmp(base + p->off, base + q->off, p->len < q->len ? p->len : q->len);
+
+	return c ? c : (p->len > q->len) - (p->len < q->len);
+}
+
+static void walk_entry(struct walk *w, const struct listing *l, const struct lent *le, int depth)
+{
+	struct export *x = w->x;
+	char name[KV_NAME_MAX + 1];
+	struct xent e = {.name = name};
+	struct kv_inode in;
+	size_t mark = x->pathlen;
+	int rc;
+
+	memcpy(name, l->names + le->off, le->len);
+	name[le->len] = '\0';
+	if (path_push(x, name, le->len)) {
+		x->fatal = 1;
+		return;
+	}
+	e.path = x->path;
+	rc = kv_inode_get(x->d->t, le->ino, &in);
+	if (rc) {
+		export_error(x, &e, "inode %llu: %s; skipped", (unsigned long long)le->ino,
+			     rc == -ENOENT ? "missing" : strerror(-rc));
+	} else {
+		e.in = &in;
+		walk_one(w, &e, depth);
+	}
+	x->pathlen = mark;
+	x->path[mark] = '\0';
+}
+
+/* A directory's entries in name order: gathered first (the listing is
+ * this level's, freed before returning), then visited. */
 static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
 {
-	struct walk_level lv = {w, depth};
 	struct export *x = w->x;
-	int rc = dump_dir_each(x->d, dir->ino, walk_entry, &lv);
+	struct listing l = {.x = x};
+	int rc = dump_dir_each(x->d, dir->ino, gather, &l);
 
-	if (rc < 0 && !x->fatal) {
+	if (rc < 0) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
 		export_error(x, &p, "cannot list: %s", strerror(-rc));
+		if (rc == -ENOMEM)
+			x->fatal = 1;
 	}
+	if (l.n)
+		qsort_r(l.ents, l.n, sizeof(*l.ents), by_name, l.names);
+	for (size_t i = 0; i < l.n && !x->fatal; i++)
+		walk_entry(w, &l, &l.ents[i], depth);
+	free(l.names);
+	free(l.ents);
 }
 
 static int ends_with(const char *s, const char *suffix)

@@ -3,9 +3,11 @@
  * directory (dump_export.c) and a pax tar archive (dump_tar.c).
  *
  * The walk visits every inode reachable from the root once, in one read
- * transaction: directories before their entries (entry) and again after
- * them (dir_done); a further name of an inode already exported arrives with
- * link_to set to the path it was exported at.
+ * transaction, in the order tar -C DIR --sort=name -c . writes: a directory
+ * before its entries (entry) and again after them (dir_done), the entries of
+ * a directory by name bytes (strcmp's order). A further name of an inode
+ * already exported arrives with link_to set to the path it was exported at
+ * (the first name in that order carries the data).
  */
 #ifndef KVFS_DUMP_EXPORT_H
 #define KVFS_DUMP_EXPORT_H

@@ -2,9 +2,13 @@
  * dump_tar.c - the tar sink of kvfs-dump export: the tree as a pax archive
  * written with libarchive. pax carries what ustar cannot: long names and
  * link targets, nanosecond times, extended attributes (SCHILY.xattr, which
- * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0).
+ * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0). Only
+ * keywords GNU tar knows are written (path, linkpath, size, uid, gid,
+ * atime, mtime, ctime, SCHILY.xattr.*, GNU.sparse.*), so it lists and
+ * extracts the archive without a warning; no LIBARCHIVE.* keyword.
  *
- * Entries are named "./PATH" ("./" for the root), owners numerically. Names
+ * Entries are named as tar -C DIR -c . names them: "./" for the root,
+ * "./PATH", "./PATH/" for a directory; owners numerically. Names
  * are taken as UTF-8 (the C.UTF-8 locale), pax's own charset; a name that
  * is not valid UTF-8 goes in as raw bytes under hdrcharset=BINARY, which GNU
  * tar extracts with a warning. A
@@ -208,10 +212,10 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 	const struct kv_inode *in = e->in;
 	struct archive_entry *ent = s->ent;
 	char target[KV_SYMLINK_MAX + 1];
-	int64_t t[4] = {in->atime_ns, in->mtime_ns, in->ctime_ns, in->btime_ns};
-	int64_t sec[4], nsec[4];
+	int64_t t[3] = {in->atime_ns, in->mtime_ns, in->ctime_ns};
+	int64_t sec[3], nsec[3];
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 3; i++) {
 		sec[i] = t[i] / 1000000000;
 		nsec[i] = t[i] % 1000000000;
 		/* libarchive 3.6 writes a time as "SEC.NSEC", which for a
@@ -232,7 +236,8 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 	archive_entry_set_atime(ent, sec[0], nsec[0]);
 	archive_entry_set_mtime(ent, sec[1], nsec[1]);
 	archive_entry_set_ctime(ent, sec[2], nsec[2]);
-	archive_entry_set_birthtime(ent, sec[3], nsec[3]);
+	/* no birth time: libarchive writes it as LIBARCHIVE.creationtime,
+	 * which GNU tar warns about at every entry and cannot restore */
 	archive_entry_set_size(ent, 0);
 	if (S_ISREG(in->mode))
 		archive_entry_set_size(ent, (la_int64_t)in->size);
