@@ -34,6 +34,7 @@
 
 #include "cli.h"
 #include "dump.h"
+#include "dump_export.h"
 
 static int dump_backup(struct dump *d, const struct dump_args *a);
 
@@ -42,6 +43,7 @@ static int parse_path(struct dump_args *a, int argc, char **argv);
 static int parse_inode(struct dump_args *a, int argc, char **argv);
 static int parse_keys(struct dump_args *a, int argc, char **argv);
 static int parse_dest(struct dump_args *a, int argc, char **argv);
+static int parse_export(struct dump_args *a, int argc, char **argv);
 
 /* One read transaction around run() (dump.h invariant 1); commands without
  * it manage their own. */
@@ -61,8 +63,8 @@ static const struct dump_cmd {
 	 dump_inode, CMD_TXN},
 	{"keys", "DB [--hex]", "raw records of DB (meta inode dirent data xattr orphan)",
 	 parse_keys, dump_keys, CMD_TXN},
-	{"export", "DEST", "the tree into directory DEST (new or empty) or DEST.tar",
-	 parse_dest, dump_export, 0},
+	{"export", "DEST|-", "the tree into directory DEST, or a tar archive (see below)",
+	 parse_export, dump_export, 0},
 	{"backup", "DEST", "a compacted, consistent copy of IMAGE in new file DEST",
 	 parse_dest, dump_backup, 0},
 };
@@ -86,8 +88,12 @@ static void usage(FILE *f)
 		"\n"
 		"Every command reads one snapshot, so all of them, export and backup too,\n"
 		"may run while IMAGE is mounted and in use. export writes a pax tar archive\n"
-		"when DEST ends in .tar. Names are printed with control characters,\n"
-		"backslashes and invalid UTF-8 escaped (\\n, \\\\, \\xHH).\n"
+		"when DEST ends in .tar, compressed for .tar.gz or .tgz, .tar.bz2 or .tbz2,\n"
+		".tar.xz or .txz, .tar.zst or .tzst; to standard output for - (never to a\n"
+		"terminal); into DEST when it is a directory; else into a new directory\n"
+		"DEST (refused when DEST ends like another archive, .zip or .gz ...).\n"
+		"Names are printed with control characters, backslashes and invalid UTF-8\n"
+		"escaped (\\n, \\\\, \\xHH).\n"
 		"\n"
 		"Exit status: 0 done, 8 error (IMAGE unreadable or damaged where the\n"
 		"command looked, DEST not writable), 16 usage.\n");
@@ -176,6 +182,25 @@ static int parse_dest(struct dump_args *a, int argc, char **argv)
 		return -1;
 	}
 	a->dest = argv[0];
+	return 0;
+}
+
+static int parse_export(struct dump_args *a, int argc, char **argv)
+{
+	if (parse_dest(a, argc, argv))
+		return -1;
+	a->export_kind = export_kind_of(a->dest);
+	if (a->export_kind == EXPORT_STDOUT && isatty(STDOUT_FILENO)) {
+		cli_error("refusing to write a tar archive to a terminal: redirect standard "
+			  "output, or name a file or directory");
+		return -1;
+	}
+	if (a->export_kind == EXPORT_UNKNOWN) {
+		cli_error("'%s': export writes no archive of that kind; it writes %s, '-' for a "
+			  "tar on standard output, or a directory of any other name", a->dest,
+			  export_tar_suffixes);
+		return -1;
+	}
 	return 0;
 }
 

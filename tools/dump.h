@@ -35,6 +35,7 @@ struct dump_args {
 	enum kv_db db;     /* keys */
 	int hex;           /* keys --hex */
 	const char *dest;  /* export, backup */
+	int export_kind;   /* export: what DEST is (enum export_kind) */
 };
 
 /* Commands: each returns an exit code (EXIT_OK or EXIT_OPERATIONAL). */

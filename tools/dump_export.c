@@ -333,12 +333,6 @@ static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
 	free(l.ents);
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 int dump_export(struct dump *d, const struct dump_args *a)
 {
 	struct export x = {.d = d, .dest = a->dest, .as_root = geteuid() == 0};
@@ -348,7 +342,10 @@ int dump_export(struct dump *d, const struct dump_args *a)
 	char size[32];
 	int rc;
 
-	x.sink = ends_with(a->dest, ".tar") ? &export_tar_sink : &export_dir_sink;
+	x.to_stdout = a->export_kind == EXPORT_STDOUT;
+	if (x.to_stdout)
+		x.dest = "standard output";
+	x.sink = a->export_kind == EXPORT_DIR ? &export_dir_sink : &export_tar_sink;
 	inomap_init(&w.dirs);
 	inomap_init(&w.links);
 	/* one read transaction for the whole walk: one snapshot */
@@ -368,10 +365,14 @@ int dump_export(struct dump *d, const struct dump_args *a)
 	walk_one(&w, &e, 0);
 	rc = x.sink->close(&x);
 	if (rc == 0 && !x.fatal) {
+		/* standard output holds the archive: the report goes to stderr */
+		FILE *out = x.to_stdout ? stderr : stdout;
+		const char *q = x.to_stdout ? "" : "'";
+
 		cli_format_bytes(x.bytes, size, sizeof(size));
-		printf("exported %llu inodes (%s of file data) to '%s'%s\n",
-		       (unsigned long long)x.inodes, size, a->dest,
-		       d->errors ? ", with errors" : "");
+		fprintf(out, "exported %llu inodes (%s of file data) to %s%s%s%s\n",
+			(unsigned long long)x.inodes, size, q, x.dest, q,
+			d->errors ? ", with errors" : "");
 	}
 out:
 	inomap_release(&w.dirs);

@@ -1,6 +1,7 @@
 /*
  * dump_export.h - the export walk (dump_export.c) and its two sinks: a
- * directory (dump_export.c) and a pax tar archive (dump_tar.c).
+ * directory (dump_export.c) and a pax tar archive, plain or compressed, in a
+ * file or on standard output (dump_tar.c).
  *
  * The walk visits every inode reachable from the root once, in one read
  * transaction, in the order tar -C DIR --sort=name -c . writes: a directory
@@ -38,9 +39,21 @@ struct xsink {
 	int (*close)(struct export *x);
 };
 
+/* What export makes of DEST (dump.c decides before opening the image). */
+enum export_kind {
+	EXPORT_DIR,     /* a directory: an existing one, or a name not below */
+	EXPORT_TAR,     /* a tar archive, compressed as the name's suffix says */
+	EXPORT_STDOUT,  /* "-": a tar archive on standard output */
+	EXPORT_UNKNOWN, /* the name of an archive or compressed file export does not write */
+};
+enum export_kind export_kind_of(const char *dest);
+/* The suffixes of the tar archives export writes, for messages. */
+extern const char export_tar_suffixes[];
+
 struct export {
 	struct dump *d;
-	const char *dest;
+	const char *dest; /* for messages: the name given, or "standard output" */
+	int to_stdout;
 	const struct xsink *sink;
 	void *priv;       /* the sink's */
 	int fatal;        /* DEST cannot be written any more: stop */

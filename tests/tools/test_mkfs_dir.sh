@@ -12,6 +12,7 @@ DUMP=$2
 T=$(mktemp -d /tmp/kvfs-tools.XXXXXX)
 trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_tree.sh"
+cd "$T" || exit 1 # names given relative ("-") land in the scratch directory
 
 kb() { du -k "$1" | cut -f1; }
 last_txn() { mdb_stat -n -e "$1" | sed -n 's/^ *Last transaction ID: //p'; }
@@ -99,6 +100,47 @@ tar -C "$T/plain.x" --xattrs --xattrs-include='*' -xpf "$T/plain.tar" 2>"$T/plai
 check "tar --xattrs -xf: no warning $(head -c 300 "$T/plain.x.err" | tr '\n' ' ')" \
 	[ ! -s "$T/plain.x.err" ]
 same_tree "$P" "$T/plain.x" "plain tar export"
+
+# ---- compressed by the name's suffix; "-" for standard output
+for c in "tar.gz gzip" "tgz gzip" "tar.bz2 bzip2" "tbz2 bzip2" "tar.xz xz" "txz xz" \
+	"tar.zst zstd" "tzst zstd"; do
+	set -- $c
+	command -v "$2" >/dev/null || continue
+	check "export to .$1" exit_is 0 "$DUMP" "$T/plain.img" export "$T/c.$1"
+	check ".$1: a file, not a directory" [ -f "$T/c.$1" ]
+	"$2" -dc <"$T/c.$1" | tar -tf - >"$T/c.list" 2>"$T/c.err"
+	check ".$1: $2 reads it and tar lists it $(head -c 200 "$T/c.err")" \
+		diff "$T/plain.want" "$T/c.list"
+done
+check "a compressed archive is smaller ($(kb "$T/c.tar.xz") KiB)" [ "$(kb "$T/c.tar.xz")" -lt 64 ]
+check "export to - (standard output)" exit_is 0 "$DUMP" "$T/plain.img" export -
+check "-: no directory named -" [ ! -e "$T/-" ]
+tar -tf "$T/out" >"$T/c.list" 2>"$T/c.err"
+check "-: standard output holds the tar $(head -c 200 "$T/c.err")" diff "$T/plain.want" "$T/c.list"
+check "-: the report goes to standard error" grep -q "^exported [0-9]* inodes" "$T/err"
+mkdir "$T/-.x"
+"$DUMP" "$T/plain.img" export - 2>/dev/null | tar -C "$T/-.x" --xattrs --xattrs-include='*' -xpf -
+same_tree "$P" "$T/-.x" "tar through a pipe"
+if command -v script >/dev/null; then
+	script -qec "'$DUMP' '$T/plain.img' export -" /dev/null >"$T/tty.out" 2>&1
+	check "-: a terminal is refused: exit 16" [ $? -eq 16 ]
+	check "-: a terminal is refused: why" grep -q "refusing to write a tar archive to a terminal" \
+		"$T/tty.out"
+	check "-: nothing written to the terminal" [ "$(wc -c <"$T/tty.out")" -lt 400 ]
+fi
+# other names: a directory (new, or existing and empty), unless they end like
+# an archive export does not write
+for n in x.zip x.tar.lz x.7z x.cpio x.gz; do
+	check "export to $n: refused (exit 16)" exit_is 16 "$DUMP" "$T/plain.img" export "$T/$n"
+	check "export to $n: names the suffixes it writes" grep -q "\.tar\.gz" "$T/err"
+	check "export to $n: nothing made" [ ! -e "$T/$n" ]
+done
+check "export to name.v2: a directory" exit_is 0 "$DUMP" "$T/plain.img" export "$T/name.v2"
+check "export to name.v2: a directory" [ -d "$T/name.v2" ]
+mkdir "$T/dir.tgz"
+check "export to an existing empty directory named .tgz" \
+	exit_is 0 "$DUMP" "$T/plain.img" export "$T/dir.tgz"
+check "export to an existing directory named .tgz: in it" [ -f "$T/dir.tgz/a.b" ]
 
 # ---- another block size gives the same tree
 check "mkfs --root-dir -b 8168" exit_is 0 "$MKFS" -q -b 8168 --root-dir "$T/src" "$T/img8k"
