@@ -25,11 +25,13 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -503,15 +505,107 @@ int dump_summary(struct dump *d, const struct dump_args *a)
 
 /* -------------------------------------------------------------- backup -- */
 
+/* The backup's progress: LMDB copies the image in one call, so a thread
+ * watches the copy grow against the pages in use (what a compacted copy
+ * holds, about), and draws the line until told to stop. */
+struct watch {
+	struct dump *d;
+	const char *dest;
+	uint64_t total;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+static void watch_draw(struct watch *w, double frac, uint64_t bytes)
+{
+	char b1[32], b2[32];
+
+	cli_format_bytes(bytes, b1, sizeof(b1));
+	cli_format_bytes(w->total, b2, sizeof(b2));
+	progress_draw(&w->d->prog, frac, "%s: backup: %s of about %s", cli_prog, b1, b2);
+}
+
+static void *watch_run(void *arg)
+{
+	struct watch *w = arg;
+	struct timespec until;
+	struct stat st;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->done) {
+		uint64_t n = stat(w->dest, &st) == 0 ? (uint64_t)st.st_size : 0;
+		double frac = w->total ? (double)n / (double)w->total : 0;
+
+		/* the estimate may fall short: never 100% before the end */
+		watch_draw(w, frac < 0.999 ? frac : 0.999, n);
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += (long)(PROGRESS_EVERY * 1e9);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_nsec -= 1000000000L;
+			until.tv_sec++;
+		}
+		while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Start the watcher when the line is on; 0 when it runs. */
+static int watch_start(struct watch *w, struct dump *d, const char *dest, pthread_t *thread)
+{
+	struct kv_usage u;
+	pthread_condattr_t ca;
+
+	memset(w, 0, sizeof(*w));
+	w->d = d;
+	w->dest = dest;
+	if (!d->prog.on || kv_usage_get(d->env, &u) != 0)
+		return -1;
+	w->total = u.used_bytes;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(thread, NULL, watch_run, w) == 0)
+		return 0;
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	return -1;
+}
+
+static void watch_stop(struct watch *w, pthread_t thread, int ok)
+{
+	struct stat st;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	if (ok && stat(w->dest, &st) == 0)
+		watch_draw(w, 1, (uint64_t)st.st_size);
+	progress_clear(&w->d->prog);
+}
+
 static int dump_backup(struct dump *d, const struct dump_args *a)
 {
 	struct kv_open_opts ro = {.readonly = 1};
 	kv_env *copy;
+	struct watch w;
+	pthread_t thread;
 	struct stat st;
 	char err[512], size[32];
-	int rc;
+	int rc, watching;
 
+	watching = watch_start(&w, d, a->dest, &thread) == 0;
 	rc = kv_backup(d->env, a->dest, err, sizeof(err));
+	if (watching)
+		watch_stop(&w, thread, rc == 0);
 	if (rc) {
 		dump_error(d, "%s", err);
 		return EXIT_OPERATIONAL;
@@ -539,6 +633,7 @@ static int run(const struct dump_cmd *cmd, const char *image, const struct dump_
 	char err[512];
 	int rc, code;
 
+	progress_init(&d.prog, isatty(STDERR_FILENO));
 	cli_crash_guard(image);
 	rc = kv_open(image, &ro, &d.env, err, sizeof(err));
 	if (rc) {

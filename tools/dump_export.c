@@ -67,7 +67,25 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+static void progress_line(struct export *x, double frac)
+{
+	char size[32];
+
+	cli_format_bytes(x->bytes, size, sizeof(size));
+	progress_draw(&x->d->prog, frac, "%s: export: %llu of %llu inodes, %s", cli_prog,
+		      (unsigned long long)x->inodes, (unsigned long long)x->inodes_total, size);
+}
+
+/* The fraction is of the inode and block records in the snapshot; what the
+ * walk does not reach (orphans, unreachable inodes) is not exported, so the
+ * line is drawn full once the walk is done. */
+void export_progress(struct export *x)
+{
+	if (progress_due(&x->d->prog))
+		progress_line(x, x->total ? (double)(x->inodes + x->blocks) / (double)x->total : 0);
+}
+
+int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg)
 {
 	const uint64_t bs = kv_block_size(x->d->env), ino = e->in->ino, size = e->in->size;
@@ -90,8 +108,10 @@ int export_data(struct export *x, const struct xent *e, int report, export_data_
 		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
 		if (idx >= size / bs + 1 || idx * bs >= size)
 			break; /* no stored byte lies past the size (FORMAT.md) */
+		if ((flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
+			export_progress(x);
 		if (kl != 16 || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
-			if (report)
+			if (flags & XDATA_REPORT)
 				export_error(x, e, "block %llu fails its checksum; exported as zeros",
 					     (unsigned long long)idx);
 			continue;
@@ -189,6 +209,7 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 		if (x->sink->entry(x, e) != 0)
 			return;
 		x->inodes++;
+		export_progress(x);
 		walk_dir(w, in, depth + 1);
 		{
 			/* the walk below may have moved the path buffer */
@@ -216,6 +237,7 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 	x->inodes++;
 	if (S_ISREG(in->mode))
 		x->bytes += in->size;
+	export_progress(x);
 	/* later names link to this one (no memory: they become copies) */
 	if (in->nlink > 1 && (m = inomap_get(&w->links, in->ino, 0)) != NULL)
 		m->str = strdup(e->path);
@@ -339,6 +361,7 @@ int dump_export(struct dump *d, const struct dump_args *a)
 	struct walk w = {.x = &x};
 	struct kv_inode root;
 	struct xent e = {.path = ".", .name = ".", .in = &root};
+	uint64_t blocks;
 	char size[32];
 	int rc;
 
@@ -360,10 +383,16 @@ int dump_export(struct dump *d, const struct dump_args *a)
 		dump_error(d, "'%s': the root inode is not a directory", d->image);
 		goto out;
 	}
+	if (kv_db_count(d->t, KV_DB_INODE, &x.inodes_total) == 0 &&
+	    kv_db_count(d->t, KV_DB_DATA, &blocks) == 0)
+		x.total = x.inodes_total + blocks; /* else no fraction: the bar stays empty */
 	if (x.sink->open(&x) != 0)
 		goto out;
 	walk_one(&w, &e, 0);
 	rc = x.sink->close(&x);
+	if (rc == 0 && !x.fatal && d->prog.on)
+		progress_line(&x, 1);
+	progress_clear(&d->prog);
 	if (rc == 0 && !x.fatal) {
 		/* standard output holds the archive: the report goes to stderr */
 		FILE *out = x.to_stdout ? stderr : stdout;
@@ -583,7 +612,7 @@ static int dir_file(struct export *x, const struct xent *e, int dirfd)
 		return -1;
 	}
 	s->buf_len = 0;
-	rc = export_data(x, e, 1, buf_add, s);
+	rc = export_data(x, e, XDATA_REPORT | XDATA_COUNT, buf_add, s);
 	if (rc == 0)
 		rc = buf_flush(s);
 	if (rc == 0 && ftruncate(s->fd, (off_t)e->in->size) != 0)

@@ -60,6 +60,9 @@ struct export {
 	int as_root;      /* may set owners and make device nodes */
 	uint64_t inodes;  /* exported inodes */
 	uint64_t bytes;   /* file bytes exported */
+	uint64_t blocks;  /* data blocks exported */
+	uint64_t inodes_total; /* inode records in the image */
+	uint64_t total;   /* inode and block records in the image: the progress's 100% */
 	char *path;       /* the current entry's path */
 	size_t pathlen, pathcap;
 };
@@ -71,12 +74,19 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 typedef int (*export_data_fn)(void *arg, uint64_t off, const void *data, size_t len);
+/* What export_data does besides calling fn: report a block failing its
+ * checksum (XDATA_REPORT), count the blocks toward the progress line
+ * (XDATA_COUNT). A sink that walks a file twice asks for each on one walk:
+ * the count on the walk that writes. */
+#define XDATA_REPORT 1u
+#define XDATA_COUNT 2u
 /* Call fn for each stored block of a regular file, in order, clipped to the
- * file's size. A block failing its checksum is reported (when report is
- * set), counted, and skipped: it reads as zeros. Returns 0, fn's nonzero
- * result, or an error reading the image. */
-int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+ * file's size. A block failing its checksum is skipped: it reads as zeros.
+ * Returns 0, fn's nonzero result, or an error reading the image. */
+int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg);
+/* Redraw the progress line if it is due. */
+void export_progress(struct export *x);
 
 typedef int (*export_xattr_fn)(void *arg, const char *name, const void *val, size_t len);
 /* Call fn for each extended attribute of e (name NUL-terminated). A name

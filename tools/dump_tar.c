@@ -341,7 +341,7 @@ static int tar_file_data(struct export *x, const struct xent *e)
 	}
 	s->nreg = 0;
 	s->size = e->in->size;
-	rc = export_data(x, e, 1, add_region, s);
+	rc = export_data(x, e, XDATA_REPORT, add_region, s);
 	if (rc) {
 		export_error(x, e, "cannot read: %s", strerror(-rc));
 		x->fatal = 1; /* the header is not written yet, but the walk is broken */
@@ -361,7 +361,7 @@ static int tar_file_data(struct export *x, const struct xent *e)
 	if (archive_write_header(s->a, s->ent) < ARCHIVE_WARN)
 		return tar_fail(x, e);
 	s->pos = 0;
-	rc = export_data(x, e, 0, put_data, s);
+	rc = export_data(x, e, XDATA_COUNT, put_data, s);
 	if (rc == 0)
 		rc = put_zeros(s, e->in->size - s->pos);
 	if (rc)

@@ -1,9 +1,10 @@
 #!/bin/bash
 # test_mkfs_dir.sh - mkfs.kvfs -d DIR and kvfs-dump export, round trip: a tree
 # with every kind of entry goes into an image and comes back out equal, as a
-# directory and through a tar archive; holes stay holes; thousands of files
-# take a few commits, not one each; progress shows on a terminal only; errors
-# name the source path.
+# directory and through a tar archive (plain, compressed, on standard
+# output) that GNU tar reads without a warning, in its order; holes stay
+# holes; thousands of files take a few commits, not one each; mkfs, export
+# and backup show progress on a terminal only; errors name the source path.
 #
 # Arguments: MKFS DUMP (the binaries under test).
 set -u
@@ -166,6 +167,26 @@ check "6,000 files equal" diff -r "$T/lots" "$T/lots.out"
 if command -v script >/dev/null; then
 	script -qec "$MKFS -d '$T/lots' '$T/tty.img'" /dev/null >"$T/tty.out" 2>&1
 	check "progress on a terminal" grep -q "files, " "$T/tty.out"
+	# export and backup: "\r\033[Kkvfs-dump: ... [===   ]  42.0%", rising to 100
+	pct() { tr '\r' '\n' <"$1" | sed -n 's/^\x1b\[Kkvfs-dump: .*\] *\([0-9.]*\)%$/\1/p'; }
+	rises() { # FILE: percentages never go back and end at 100
+		pct "$1" | awk 'BEGIN { l = -1 } $1 < l { exit 1 } { l = $1 } END { exit !(NR && l == 100) }'
+	}
+	for d in tty.tar tty.d; do
+		script -qec "'$DUMP' '$T/lots.img' export '$T/$d'" /dev/null >"$T/tty.out" 2>&1
+		check "export to $d: progress on a terminal ($(pct "$T/tty.out" | uniq | tr '\n' ' '))" \
+			rises "$T/tty.out"
+		check "export to $d: the progress counts inodes" \
+			grep -q "kvfs-dump: export: [0-9]* of 6009 inodes" "$T/tty.out"
+	done
+	check "export: no progress without a terminal" exit_is 0 "$DUMP" "$T/lots.img" export "$T/nt.tar"
+	check "export: stderr empty without a terminal" [ ! -s "$T/err" ]
+	script -qec "'$DUMP' '$T/lots.img' backup '$T/tty.bak'" /dev/null >"$T/tty.out" 2>&1
+	check "backup: progress on a terminal ($(pct "$T/tty.out" | uniq | tr '\n' ' '))" \
+		rises "$T/tty.out"
+	check "backup: the progress counts bytes" grep -q "kvfs-dump: backup: .* of about" "$T/tty.out"
+	check "backup: no progress without a terminal" exit_is 0 "$DUMP" "$T/lots.img" backup "$T/nt.bak"
+	check "backup: stderr empty without a terminal" [ ! -s "$T/err" ]
 fi
 
 # ---- errors
