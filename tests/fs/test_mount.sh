@@ -59,6 +59,37 @@ done
 grep -q "format version 2" "$T/err" 2>/dev/null || \
 	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 2" && ok || bad "newer: names the version"
 
+# unknown feature bits: an incompat one is refused outright; a ro_compat one
+# is refused read-write with the way to use the image read-only, and -o ro
+# mounts it
+for f in ro_compat:24 incompat:32; do
+	cp "$IMG" "$T/${f%:*}.img"
+	/usr/bin/python3 - "$T/${f%:*}.img" "${f#*:}" <<'PY'
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+meta = env.open_db(b"meta")
+off = int(sys.argv[2])
+with env.begin(write=True, db=meta) as t:
+    sb = bytearray(t.get(b"super"))
+    sb[off:off + 8] = struct.pack("<Q", 1 << 40)
+    t.put(b"super", bytes(sb))
+env.close()
+PY
+done
+"$KVFS_BIN" "$T/ro_compat.img" "$MNT" 2>"$T/err"; rc=$?
+expect "ro_compat feature: refused read-write (exit $rc)" [ "$rc" -ne 0 ]
+expect "ro_compat feature: not mounted" not_mounted
+expect "ro_compat feature: suggests -o ro ($(head -c 300 "$T/err"))" grep -q -- "-o ro" "$T/err"
+"$KVFS_BIN" "$T/ro_compat.img" "$MNT" -o ro 2>"$T/err"; rc=$?
+expect "ro_compat feature: -o ro mounts it (exit $rc: $(head -c 300 "$T/err"))" [ "$rc" -eq 0 ]
+expect "ro_compat feature: -o ro reads it" stat "$MNT/." >/dev/null
+mountpoint -q "$MNT" && fusermount3 -u "$MNT" && kvfs_wait_closed "$T/ro_compat.img"
+"$KVFS_BIN" "$T/incompat.img" "$MNT" -o ro 2>"$T/err"; rc=$?
+expect "incompat feature: refused even with -o ro (exit $rc)" [ "$rc" -ne 0 ]
+expect "incompat feature: names the features" grep -q "incompat 0x10000000000" "$T/err"
+expect "incompat feature: no read-only advice" eval '! grep -q -- "-o ro" "$T/err"'
+mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+
 # one read-write mount per image
 kvfs_mount
 mkdir -p "$T/mnt2"
