@@ -128,7 +128,18 @@ umount "$MNT"
 kvfs_wait_closed
 # -t fuse.kvfs: mount.fuse3 runs "kvfs" from the system PATH, where an
 # installed kvfs lives; link the binary under test there for the test
+SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if [ ! -e /usr/local/sbin/kvfs ] && [ -w /usr/local/sbin ]; then
+	if ! PATH=$SYS_PATH command -v kvfs >/dev/null; then
+		# the caller's PATH is not searched (README, Installing): mount(8)
+		# gives the helper its own, SYS_PATH
+		mkdir -p "$T/prefix/bin" && ln -s "$KVFS_BIN" "$T/prefix/bin/kvfs"
+		PATH=$T/prefix/bin:$PATH mount -t fuse.kvfs "$IMG" "$MNT" 2>"$T/err"; rc=$?
+		expect "mount -t fuse.kvfs: kvfs in the caller's PATH only is not found (exit $rc)" \
+			[ "$rc" -ne 0 ]
+		expect "mount -t fuse.kvfs: not found, says the shell" grep -q "kvfs: not found" "$T/err"
+		mountpoint -q "$MNT" && umount "$MNT" && kvfs_wait_closed
+	fi
 	ln -s "$KVFS_BIN" /usr/local/sbin/kvfs
 	CLEANUP_EXTRA='rm -f /usr/local/sbin/kvfs'
 	expect "mount -t fuse.kvfs" mount -t fuse.kvfs "$IMG" "$MNT"
