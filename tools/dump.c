@@ -1,7 +1,8 @@
 /*
  * dump.c - kvfs-dump: look inside a kvfs image. The command table, argument
- * checks, opening the image, and the commands that need no walk of the
- * tree: summary and backup. tree, inode and keys are in dump_show.c; export
+ * checks (export's DEST among them), opening the image, and the commands
+ * that need no walk of the tree: summary, and backup with the thread that
+ * draws its progress. tree, inode and keys are in dump_show.c; export
  * in dump_export.c (directories) and dump_tar.c (tar archives).
  *
  *   kvfs-dump [-h|-V] IMAGE COMMAND [ARGS]
