@@ -280,11 +280,10 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 		goto txn_abort;
 	}
 	if (e->super.feature_incompat || (!e->readonly && e->super.feature_ro_compat)) {
-		kv_seterr(err, errlen,
-		          "'%s' uses features this kvfs does not know (incompat %#llx, "
-		          "ro_compat %#llx)",
-		          e->path, (unsigned long long)e->super.feature_incompat,
-		          (unsigned long long)e->super.feature_ro_compat);
+		kv_seterr(err, errlen, "'%s' uses features this kvfs does not know (incompat %#llx, "
+			"ro_compat %#llx)%s", e->path, (unsigned long long)e->super.feature_incompat,
+		       (unsigned long long)e->super.feature_ro_compat, e->super.feature_incompat ? ""
+		       : "; it can be used read-only: mount it with -o ro, check it with fsck.kvfs -n");
 		rc = -EPROTONOSUPPORT;
 		goto txn_abort;
 	}

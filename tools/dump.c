@@ -1,7 +1,8 @@
 /*
  * dump.c - kvfs-dump: look inside a kvfs image. The command table, argument
- * checks, opening the image, and the commands that need no walk of the
- * tree: summary and backup. tree, inode and keys are in dump_show.c; export
+ * checks (export's DEST among them), opening the image, and the commands
+ * that need no walk of the tree: summary, and backup with the thread that
+ * draws its progress. tree, inode and keys are in dump_show.c; export
  * in dump_export.c (directories) and dump_tar.c (tar archives).
  *
  *   kvfs-dump [-h|-V] IMAGE COMMAND [ARGS]
@@ -25,15 +26,18 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "dump.h"
+#include "dump_export.h"
 
 static int dump_backup(struct dump *d, const struct dump_args *a);
 
@@ -42,6 +46,7 @@ static int parse_path(struct dump_args *a, int argc, char **argv);
 static int parse_inode(struct dump_args *a, int argc, char **argv);
 static int parse_keys(struct dump_args *a, int argc, char **argv);
 static int parse_dest(struct dump_args *a, int argc, char **argv);
+static int parse_export(struct dump_args *a, int argc, char **argv);
 
 /* One read transaction around run() (dump.h invariant 1); commands without
  * it manage their own. */
@@ -61,8 +66,8 @@ static const struct dump_cmd {
 	 dump_inode, CMD_TXN},
 	{"keys", "DB [--hex]", "raw records of DB (meta inode dirent data xattr orphan)",
 	 parse_keys, dump_keys, CMD_TXN},
-	{"export", "DEST", "the tree into directory DEST (new or empty) or DEST.tar",
-	 parse_dest, dump_export, 0},
+	{"export", "DEST|-", "the tree into directory DEST, or a tar archive (see below)",
+	 parse_export, dump_export, 0},
 	{"backup", "DEST", "a compacted, consistent copy of IMAGE in new file DEST",
 	 parse_dest, dump_backup, 0},
 };
@@ -86,8 +91,12 @@ static void usage(FILE *f)
 		"\n"
 		"Every command reads one snapshot, so all of them, export and backup too,\n"
 		"may run while IMAGE is mounted and in use. export writes a pax tar archive\n"
-		"when DEST ends in .tar. Names are printed with control characters,\n"
-		"backslashes and invalid UTF-8 escaped (\\n, \\\\, \\xHH).\n"
+		"when DEST ends in .tar, compressed for .tar.gz or .tgz, .tar.bz2 or .tbz2,\n"
+		".tar.xz or .txz, .tar.zst or .tzst; to standard output for - (never to a\n"
+		"terminal); into DEST when it is a directory; else into a new directory\n"
+		"DEST (refused when DEST ends like another archive, .zip or .gz ...).\n"
+		"Names are printed with control characters, backslashes and invalid UTF-8\n"
+		"escaped (\\n, \\\\, \\xHH).\n"
 		"\n"
 		"Exit status: 0 done, 8 error (IMAGE unreadable or damaged where the\n"
 		"command looked, DEST not writable), 16 usage.\n");
@@ -179,6 +188,25 @@ static int parse_dest(struct dump_args *a, int argc, char **argv)
 	return 0;
 }
 
+static int parse_export(struct dump_args *a, int argc, char **argv)
+{
+	if (parse_dest(a, argc, argv))
+		return -1;
+	a->export_kind = export_kind_of(a->dest);
+	if (a->export_kind == EXPORT_STDOUT && isatty(STDOUT_FILENO)) {
+		cli_error("refusing to write a tar archive to a terminal: redirect standard "
+			  "output, or name a file or directory");
+		return -1;
+	}
+	if (a->export_kind == EXPORT_UNKNOWN) {
+		cli_error("'%s': export writes no archive of that kind; it writes %s, '-' for a "
+			  "tar on standard output, or a directory of any other name", a->dest,
+			  export_tar_suffixes);
+		return -1;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------- helpers -- */
 
 void dump_error(struct dump *d, const char *fmt, ...)
@@ -187,6 +215,7 @@ void dump_error(struct dump *d, const char *fmt, ...)
 
 	d->errors++;
 	fflush(stdout);
+	progress_clear(&d->prog);
 	va_start(ap, fmt);
 	fprintf(stderr, "%s: ", cli_prog);
 	vfprintf(stderr, fmt, ap);
@@ -477,15 +506,107 @@ int dump_summary(struct dump *d, const struct dump_args *a)
 
 /* -------------------------------------------------------------- backup -- */
 
+/* The backup's progress: LMDB copies the image in one call, so a thread
+ * watches the copy grow against the pages in use (what a compacted copy
+ * holds, about), and draws the line until told to stop. */
+struct watch {
+	struct dump *d;
+	const char *dest;
+	uint64_t total;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+static void watch_draw(struct watch *w, double frac, uint64_t bytes)
+{
+	char b1[32], b2[32];
+
+	cli_format_bytes(bytes, b1, sizeof(b1));
+	cli_format_bytes(w->total, b2, sizeof(b2));
+	progress_draw(&w->d->prog, frac, "%s: backup: %s of about %s", cli_prog, b1, b2);
+}
+
+static void *watch_run(void *arg)
+{
+	struct watch *w = arg;
+	struct timespec until;
+	struct stat st;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->done) {
+		uint64_t n = stat(w->dest, &st) == 0 ? (uint64_t)st.st_size : 0;
+		double frac = w->total ? (double)n / (double)w->total : 0;
+
+		/* the estimate may fall short: never 100% before the end */
+		watch_draw(w, frac < 0.999 ? frac : 0.999, n);
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += (long)(PROGRESS_EVERY * 1e9);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_nsec -= 1000000000L;
+			until.tv_sec++;
+		}
+		while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Start the watcher when the line is on; 0 when it runs. */
+static int watch_start(struct watch *w, struct dump *d, const char *dest, pthread_t *thread)
+{
+	struct kv_usage u;
+	pthread_condattr_t ca;
+
+	memset(w, 0, sizeof(*w));
+	w->d = d;
+	w->dest = dest;
+	if (!d->prog.on || kv_usage_get(d->env, &u) != 0)
+		return -1;
+	w->total = u.used_bytes;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(thread, NULL, watch_run, w) == 0)
+		return 0;
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	return -1;
+}
+
+static void watch_stop(struct watch *w, pthread_t thread, int ok)
+{
+	struct stat st;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	if (ok && stat(w->dest, &st) == 0)
+		watch_draw(w, 1, (uint64_t)st.st_size);
+	progress_clear(&w->d->prog);
+}
+
 static int dump_backup(struct dump *d, const struct dump_args *a)
 {
 	struct kv_open_opts ro = {.readonly = 1};
 	kv_env *copy;
+	struct watch w;
+	pthread_t thread;
 	struct stat st;
 	char err[512], size[32];
-	int rc;
+	int rc, watching;
 
+	watching = watch_start(&w, d, a->dest, &thread) == 0;
 	rc = kv_backup(d->env, a->dest, err, sizeof(err));
+	if (watching)
+		watch_stop(&w, thread, rc == 0);
 	if (rc) {
 		dump_error(d, "%s", err);
 		return EXIT_OPERATIONAL;
@@ -513,6 +634,7 @@ static int run(const struct dump_cmd *cmd, const char *image, const struct dump_
 	char err[512];
 	int rc, code;
 
+	progress_init(&d.prog, isatty(STDERR_FILENO));
 	cli_crash_guard(image);
 	rc = kv_open(image, &ro, &d.env, err, sizeof(err));
 	if (rc) {

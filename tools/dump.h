@@ -18,12 +18,14 @@
 #include <stdint.h>
 
 #include "kv.h"
+#include "progress.h"
 
 struct dump {
 	const char *image;
 	kv_env *env;
 	kv_txn *t; /* the command's read transaction, when it has one */
 	unsigned errors;
+	struct progress prog; /* export and backup draw it; erased before messages */
 };
 
 /* The arguments of a command, checked before the image is opened. */
@@ -33,6 +35,7 @@ struct dump_args {
 	enum kv_db db;     /* keys */
 	int hex;           /* keys --hex */
 	const char *dest;  /* export, backup */
+	int export_kind;   /* export: what DEST is (enum export_kind) */
 };
 
 /* Commands: each returns an exit code (EXIT_OK or EXIT_OPERATIONAL). */

@@ -40,6 +40,7 @@
 #include "cli.h"
 #include "dump_export.h"
 #include "inomap.h"
+#include "progress.h"
 
 #define DEPTH_MAX 4096
 #define PAGE 4096
@@ -53,6 +54,7 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 
 	x->d->errors++;
 	fflush(stdout);
+	progress_clear(&x->d->prog);
 	fprintf(stderr, "%s: '", cli_prog);
 	if (e)
 		cli_put_escaped(stderr, e->path, strlen(e->path));
@@ -65,7 +67,25 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+static void progress_line(struct export *x, double frac)
+{
+	char size[32];
+
+	cli_format_bytes(x->bytes, size, sizeof(size));
+	progress_draw(&x->d->prog, frac, "%s: export: %llu of %llu inodes, %s", cli_prog,
+		      (unsigned long long)x->inodes, (unsigned long long)x->inodes_total, size);
+}
+
+/* The fraction is of the inode and block records in the snapshot; what the
+ * walk does not reach (orphans, unreachable inodes) is not exported, so the
+ * line is drawn full once the walk is done. */
+void export_progress(struct export *x)
+{
+	if (progress_due(&x->d->prog))
+		progress_line(x, x->total ? (double)(x->inodes + x->blocks) / (double)x->total : 0);
+}
+
+int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg)
 {
 	const uint64_t bs = kv_block_size(x->d->env), ino = e->in->ino, size = e->in->size;
@@ -88,8 +108,10 @@ int export_data(struct export *x, const struct xent *e, int report, export_data_
 		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
 		if (idx >= size / bs + 1 || idx * bs >= size)
 			break; /* no stored byte lies past the size (FORMAT.md) */
+		if ((flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
+			export_progress(x);
 		if (kl != 16 || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
-			if (report)
+			if (flags & XDATA_REPORT)
 				export_error(x, e, "block %llu fails its checksum; exported as zeros",
 					     (unsigned long long)idx);
 			continue;
@@ -187,6 +209,7 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 		if (x->sink->entry(x, e) != 0)
 			return;
 		x->inodes++;
+		export_progress(x);
 		walk_dir(w, in, depth + 1);
 		{
 			/* the walk below may have moved the path buffer */
@@ -214,31 +237,34 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 	x->inodes++;
 	if (S_ISREG(in->mode))
 		x->bytes += in->size;
+	export_progress(x);
 	/* later names link to this one (no memory: they become copies) */
 	if (in->nlink > 1 && (m = inomap_get(&w->links, in->ino, 0)) != NULL)
 		m->str = strdup(e->path);
 }
 
-struct walk_level {
-	struct walk *w;
-	int depth;
+/* The entries of one directory, gathered to be visited in name order. */
+struct listing {
+	struct export *x;
+	char *names; /* the names, back to back */
+	size_t nlen, ncap;
+	struct lent {
+		size_t off;
+		size_t len;
+		uint64_t ino;
+	} *ents;
+	size_t n, cap;
 };
 
-static int walk_entry(void *arg, const struct kv_dirent *de)
+static int gather(void *arg, const struct kv_dirent *de)
 {
-	struct walk_level *lv = arg;
-	struct export *x = lv->w->x;
-	char name[KV_NAME_MAX + 1];
-	struct xent e = {.name = name};
-	struct kv_inode in;
-	size_t mark = x->pathlen;
-	int rc;
+	struct listing *l = arg;
+	struct export *x = l->x;
 
-	if (x->fatal)
-		return 1;
 	if (!dump_name_ok(de->name, de->namelen)) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
 		fflush(stdout);
+		progress_clear(&x->d->prog);
 		fprintf(stderr, "%s: '", cli_prog);
 		cli_put_escaped(stderr, p.path, strlen(p.path));
 		fputs("': an entry with an impossible name ('", stderr);
@@ -247,42 +273,86 @@ static int walk_entry(void *arg, const struct kv_dirent *de)
 		x->d->errors++;
 		return 0;
 	}
-	memcpy(name, de->name, de->namelen);
-	name[de->namelen] = '\0';
-	if (path_push(x, name, de->namelen)) {
-		x->fatal = 1;
-		return 1;
+	if (l->nlen + de->namelen > l->ncap) {
+		size_t cap = (l->nlen + de->namelen) * 2 + 4096;
+		char *p = realloc(l->names, cap);
+		if (!p)
+			return -ENOMEM;
+		l->names = p;
+		l->ncap = cap;
 	}
-	e.path = x->path;
-	rc = kv_inode_get(x->d->t, de->ino, &in);
-	if (rc) {
-		export_error(x, &e, "inode %llu: %s; skipped", (unsigned long long)de->ino,
-			     rc == -ENOENT ? "missing" : strerror(-rc));
-	} else {
-		e.in = &in;
-		walk_one(lv->w, &e, lv->depth);
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct lent *e = realloc(l->ents, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		l->ents = e;
+		l->cap = cap;
 	}
-	x->pathlen = mark;
-	x->path[mark] = '\0';
+	memcpy(l->names + l->nlen, de->name, de->namelen);
+	l->ents[l->n++] = (struct lent){l->nlen, de->namelen, de->ino};
+	l->nlen += de->namelen;
 	return 0;
 }
 
-static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
+/* By name bytes, as strcmp orders them (GNU tar --sort=name). */
+static int by_name(const void *a, const void *b, void *names)
 {
-	struct walk_level lv = {w, depth};
-	struct export *x = w->x;
-	int rc = dump_dir_each(x->d, dir->ino, walk_entry, &lv);
+	const struct lent *p = a, *q = b;
+	const char *base = names;
+	int c = memcmp(base + p->off, base + q->off, p->len < q->len ? p->len : q->len);
 
-	if (rc < 0 && !x->fatal) {
-		struct xent p = {.path = x->pathlen ? x->path : "."};
-		export_error(x, &p, "cannot list: %s", strerror(-rc));
-	}
+	return c ? c : (p->len > q->len) - (p->len < q->len);
 }
 
-static int ends_with(const char *s, const char *suffix)
+static void walk_entry(struct walk *w, const struct listing *l, const struct lent *le, int depth)
 {
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && strcmp(s + n - m, suffix) == 0;
+	struct export *x = w->x;
+	char name[KV_NAME_MAX + 1];
+	struct xent e = {.name = name};
+	struct kv_inode in;
+	size_t mark = x->pathlen;
+	int rc;
+
+	memcpy(name, l->names + le->off, le->len);
+	name[le->len] = '\0';
+	if (path_push(x, name, le->len)) {
+		x->fatal = 1;
+		return;
+	}
+	e.path = x->path;
+	rc = kv_inode_get(x->d->t, le->ino, &in);
+	if (rc) {
+		export_error(x, &e, "inode %llu: %s; skipped", (unsigned long long)le->ino,
+			     rc == -ENOENT ? "missing" : strerror(-rc));
+	} else {
+		e.in = &in;
+		walk_one(w, &e, depth);
+	}
+	x->pathlen = mark;
+	x->path[mark] = '\0';
+}
+
+/* A directory's entries in name order: gathered first (the listing is
+ * this level's, freed before returning), then visited. */
+static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
+{
+	struct export *x = w->x;
+	struct listing l = {.x = x};
+	int rc = dump_dir_each(x->d, dir->ino, gather, &l);
+
+	if (rc < 0) {
+		struct xent p = {.path = x->pathlen ? x->path : "."};
+		export_error(x, &p, "cannot list: %s", strerror(-rc));
+		if (rc == -ENOMEM)
+			x->fatal = 1;
+	}
+	if (l.n)
+		qsort_r(l.ents, l.n, sizeof(*l.ents), by_name, l.names);
+	for (size_t i = 0; i < l.n && !x->fatal; i++)
+		walk_entry(w, &l, &l.ents[i], depth);
+	free(l.names);
+	free(l.ents);
 }
 
 int dump_export(struct dump *d, const struct dump_args *a)
@@ -291,10 +361,14 @@ int dump_export(struct dump *d, const struct dump_args *a)
 	struct walk w = {.x = &x};
 	struct kv_inode root;
 	struct xent e = {.path = ".", .name = ".", .in = &root};
+	uint64_t blocks;
 	char size[32];
 	int rc;
 
-	x.sink = ends_with(a->dest, ".tar") ? &export_tar_sink : &export_dir_sink;
+	x.to_stdout = a->export_kind == EXPORT_STDOUT;
+	if (x.to_stdout)
+		x.dest = "standard output";
+	x.sink = a->export_kind == EXPORT_DIR ? &export_dir_sink : &export_tar_sink;
 	inomap_init(&w.dirs);
 	inomap_init(&w.links);
 	/* one read transaction for the whole walk: one snapshot */
@@ -309,15 +383,25 @@ int dump_export(struct dump *d, const struct dump_args *a)
 		dump_error(d, "'%s': the root inode is not a directory", d->image);
 		goto out;
 	}
+	if (kv_db_count(d->t, KV_DB_INODE, &x.inodes_total) == 0 &&
+	    kv_db_count(d->t, KV_DB_DATA, &blocks) == 0)
+		x.total = x.inodes_total + blocks; /* else no fraction: the bar stays empty */
 	if (x.sink->open(&x) != 0)
 		goto out;
 	walk_one(&w, &e, 0);
 	rc = x.sink->close(&x);
+	if (rc == 0 && !x.fatal && d->prog.on)
+		progress_line(&x, 1);
+	progress_clear(&d->prog);
 	if (rc == 0 && !x.fatal) {
+		/* standard output holds the archive: the report goes to stderr */
+		FILE *out = x.to_stdout ? stderr : stdout;
+		const char *q = x.to_stdout ? "" : "'";
+
 		cli_format_bytes(x.bytes, size, sizeof(size));
-		printf("exported %llu inodes (%s of file data) to '%s'%s\n",
-		       (unsigned long long)x.inodes, size, a->dest,
-		       d->errors ? ", with errors" : "");
+		fprintf(out, "exported %llu inodes (%s of file data) to %s%s%s%s\n",
+			(unsigned long long)x.inodes, size, q, x.dest, q,
+			d->errors ? ", with errors" : "");
 	}
 out:
 	inomap_release(&w.dirs);
@@ -528,7 +612,7 @@ static int dir_file(struct export *x, const struct xent *e, int dirfd)
 		return -1;
 	}
 	s->buf_len = 0;
-	rc = export_data(x, e, 1, buf_add, s);
+	rc = export_data(x, e, XDATA_REPORT | XDATA_COUNT, buf_add, s);
 	if (rc == 0)
 		rc = buf_flush(s);
 	if (rc == 0 && ftruncate(s->fd, (off_t)e->in->size) != 0)

@@ -1,11 +1,14 @@
 /*
  * dump_export.h - the export walk (dump_export.c) and its two sinks: a
- * directory (dump_export.c) and a pax tar archive (dump_tar.c).
+ * directory (dump_export.c) and a pax tar archive, plain or compressed, in a
+ * file or on standard output (dump_tar.c).
  *
  * The walk visits every inode reachable from the root once, in one read
- * transaction: directories before their entries (entry) and again after
- * them (dir_done); a further name of an inode already exported arrives with
- * link_to set to the path it was exported at.
+ * transaction, in the order tar -C DIR --sort=name -c . writes: a directory
+ * before its entries (entry) and again after them (dir_done), the entries of
+ * a directory by name bytes (strcmp's order). A further name of an inode
+ * already exported arrives with link_to set to the path it was exported at
+ * (the first name in that order carries the data).
  */
 #ifndef KVFS_DUMP_EXPORT_H
 #define KVFS_DUMP_EXPORT_H
@@ -36,15 +39,30 @@ struct xsink {
 	int (*close)(struct export *x);
 };
 
+/* What export makes of DEST (dump.c decides before opening the image). */
+enum export_kind {
+	EXPORT_DIR,     /* a directory: an existing one, or a name not below */
+	EXPORT_TAR,     /* a tar archive, compressed as the name's suffix says */
+	EXPORT_STDOUT,  /* "-": a tar archive on standard output */
+	EXPORT_UNKNOWN, /* the name of an archive or compressed file export does not write */
+};
+enum export_kind export_kind_of(const char *dest);
+/* The suffixes of the tar archives export writes, for messages. */
+extern const char export_tar_suffixes[];
+
 struct export {
 	struct dump *d;
-	const char *dest;
+	const char *dest; /* for messages: the name given, or "standard output" */
+	int to_stdout;
 	const struct xsink *sink;
 	void *priv;       /* the sink's */
 	int fatal;        /* DEST cannot be written any more: stop */
 	int as_root;      /* may set owners and make device nodes */
 	uint64_t inodes;  /* exported inodes */
 	uint64_t bytes;   /* file bytes exported */
+	uint64_t blocks;  /* data blocks exported */
+	uint64_t inodes_total; /* inode records in the image */
+	uint64_t total;   /* inode and block records in the image: the progress's 100% */
 	char *path;       /* the current entry's path */
 	size_t pathlen, pathcap;
 };
@@ -56,12 +74,19 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 typedef int (*export_data_fn)(void *arg, uint64_t off, const void *data, size_t len);
+/* What export_data does besides calling fn: report a block failing its
+ * checksum (XDATA_REPORT), count the blocks toward the progress line
+ * (XDATA_COUNT). A sink that walks a file twice asks for each on one walk:
+ * the count on the walk that writes. */
+#define XDATA_REPORT 1u
+#define XDATA_COUNT 2u
 /* Call fn for each stored block of a regular file, in order, clipped to the
- * file's size. A block failing its checksum is reported (when report is
- * set), counted, and skipped: it reads as zeros. Returns 0, fn's nonzero
- * result, or an error reading the image. */
-int export_data(struct export *x, const struct xent *e, int report, export_data_fn fn,
+ * file's size. A block failing its checksum is skipped: it reads as zeros.
+ * Returns 0, fn's nonzero result, or an error reading the image. */
+int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg);
+/* Redraw the progress line if it is due. */
+void export_progress(struct export *x);
 
 typedef int (*export_xattr_fn)(void *arg, const char *name, const void *val, size_t len);
 /* Call fn for each extended attribute of e (name NUL-terminated). A name

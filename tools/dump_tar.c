@@ -2,9 +2,13 @@
  * dump_tar.c - the tar sink of kvfs-dump export: the tree as a pax archive
  * written with libarchive. pax carries what ustar cannot: long names and
  * link targets, nanosecond times, extended attributes (SCHILY.xattr, which
- * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0).
+ * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0). Only
+ * keywords GNU tar knows are written (path, linkpath, size, uid, gid,
+ * atime, mtime, ctime, SCHILY.xattr.*, GNU.sparse.*), so it lists and
+ * extracts the archive without a warning; no LIBARCHIVE.* keyword.
  *
- * Entries are named "./PATH" ("./" for the root), owners numerically. Names
+ * Entries are named as tar -C DIR -c . names them: "./" for the root,
+ * "./PATH", "./PATH/" for a directory; owners numerically. Names
  * are taken as UTF-8 (the C.UTF-8 locale), pax's own charset; a name that
  * is not valid UTF-8 goes in as raw bytes under hdrcharset=BINARY, which GNU
  * tar extracts with a warning. A
@@ -13,11 +17,13 @@
  *
  * Invariants:
  *  1. DEST is created new (O_EXCL): an existing file is never overwritten.
+ *     "-" writes to standard output instead (dump.c refuses a terminal).
  *  2. A file's data is walked twice in the same transaction (its map of
  *     stored regions for the header, then its bytes), so both walks see the
  *     same blocks and the entry's length is what the header promised.
  *  3. A write error of the archive is fatal: the export stops and the
- *     partial archive is removed.
+ *     partial archive is removed (a partial stream on standard output is
+ *     the reader's to drop: the exit code says it is incomplete).
  *  4. Holes cost no archive space but libarchive is handed their zeros, a
  *     call per HOLE_CHUNK: a file over TAR_FILE_MAX (a sparse 1 PiB, or a
  *     damaged size) is reported and left out rather than fed for hours.
@@ -29,6 +35,7 @@
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -61,6 +68,61 @@ struct tarsink {
 
 static const unsigned char zeros[ZEROS_SIZE];
 
+/* The archives export writes, by the end of DEST's name (any case). */
+static const struct {
+	const char *suffix;
+	int filter; /* ARCHIVE_FILTER_* */
+} tar_names[] = {
+	{".tar", ARCHIVE_FILTER_NONE},
+	{".tar.gz", ARCHIVE_FILTER_GZIP},   {".tgz", ARCHIVE_FILTER_GZIP},
+	{".tar.bz2", ARCHIVE_FILTER_BZIP2}, {".tbz2", ARCHIVE_FILTER_BZIP2},
+	{".tbz", ARCHIVE_FILTER_BZIP2},     {".tar.xz", ARCHIVE_FILTER_XZ},
+	{".txz", ARCHIVE_FILTER_XZ},        {".tar.zst", ARCHIVE_FILTER_ZSTD},
+	{".tzst", ARCHIVE_FILTER_ZSTD},
+};
+#define NTAR_NAMES (sizeof(tar_names) / sizeof(tar_names[0]))
+
+/* Ends of names of archives and compressed files export does not write: a
+ * directory of that name is surely not what was asked for. */
+static const char *const other_archives[] = {
+	".zip", ".7z", ".rar", ".cpio", ".iso", ".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz",
+	".lz4", ".lzma", ".lzo", ".z", ".tlz", ".taz", ".tz2", ".tb2", ".tzo",
+};
+
+const char export_tar_suffixes[] = ".tar, .tar.gz or .tgz, .tar.bz2 or .tbz2, .tar.xz or .txz, "
+				   ".tar.zst or .tzst";
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n > m && strcasecmp(s + n - m, suffix) == 0;
+}
+
+/* The index in tar_names of DEST's suffix, or -1. */
+static int tar_name(const char *dest)
+{
+	for (size_t i = 0; i < NTAR_NAMES; i++)
+		if (ends_with(dest, tar_names[i].suffix))
+			return (int)i;
+	return -1;
+}
+
+enum export_kind export_kind_of(const char *dest)
+{
+	struct stat st;
+
+	if (strcmp(dest, "-") == 0)
+		return EXPORT_STDOUT;
+	if (stat(dest, &st) == 0 && S_ISDIR(st.st_mode))
+		return EXPORT_DIR;
+	if (tar_name(dest) >= 0)
+		return EXPORT_TAR;
+	for (size_t i = 0; i < sizeof(other_archives) / sizeof(other_archives[0]); i++)
+		if (ends_with(dest, other_archives[i]))
+			return EXPORT_UNKNOWN;
+	return EXPORT_DIR;
+}
+
 static int tar_fail(struct export *x, const struct xent *e)
 {
 	struct tarsink *s = x->priv;
@@ -73,15 +135,23 @@ static int tar_fail(struct export *x, const struct xent *e)
 static int tar_open(struct export *x)
 {
 	struct tarsink *s = calloc(1, sizeof(*s));
+	int filter = ARCHIVE_FILTER_NONE, i;
 
 	if (!s) {
 		export_error(x, NULL, "out of memory");
 		return -1;
 	}
-	s->fd = open(x->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (s->fd < 0) {
-		export_error(x, NULL, "%s", errno == EEXIST ? "exists" : strerror(errno));
-		goto free_sink;
+	if (x->to_stdout) {
+		s->fd = STDOUT_FILENO;
+	} else {
+		i = tar_name(x->dest);
+		if (i >= 0)
+			filter = tar_names[i].filter;
+		s->fd = open(x->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (s->fd < 0) {
+			export_error(x, NULL, "%s", errno == EEXIST ? "exists" : strerror(errno));
+			goto free_sink;
+		}
 	}
 	/* libarchive converts names from the locale's charset to UTF-8: make
 	 * that the identity (whatever the caller's locale) */
@@ -92,9 +162,12 @@ static int tar_open(struct export *x)
 		export_error(x, NULL, "out of memory");
 		goto unlink_dest;
 	}
-	/* SCHILY.xattr only: GNU tar warns about LIBARCHIVE.xattr records */
+	/* SCHILY.xattr only: GNU tar warns about LIBARCHIVE.xattr records. A
+	 * filter libarchive runs as an outside program is a warning, not an
+	 * error. */
 	if (archive_write_set_format_pax(s->a) != ARCHIVE_OK ||
 	    archive_write_set_format_option(s->a, "pax", "xattrheader", "SCHILY") < ARCHIVE_WARN ||
+	    archive_write_add_filter(s->a, filter) < ARCHIVE_WARN ||
 	    archive_write_open_fd(s->a, s->fd) != ARCHIVE_OK) {
 		export_error(x, NULL, "%s", archive_error_string(s->a));
 		goto unlink_dest;
@@ -115,8 +188,10 @@ unlink_dest:
 		archive_write_free(s->a);
 	if (s->ent)
 		archive_entry_free(s->ent);
-	close(s->fd);
-	unlink(x->dest);
+	if (!x->to_stdout) {
+		close(s->fd);
+		unlink(x->dest);
+	}
 free_sink:
 	free(s);
 	return -1;
@@ -208,10 +283,10 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 	const struct kv_inode *in = e->in;
 	struct archive_entry *ent = s->ent;
 	char target[KV_SYMLINK_MAX + 1];
-	int64_t t[4] = {in->atime_ns, in->mtime_ns, in->ctime_ns, in->btime_ns};
-	int64_t sec[4], nsec[4];
+	int64_t t[3] = {in->atime_ns, in->mtime_ns, in->ctime_ns};
+	int64_t sec[3], nsec[3];
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 3; i++) {
 		sec[i] = t[i] / 1000000000;
 		nsec[i] = t[i] % 1000000000;
 		/* libarchive 3.6 writes a time as "SEC.NSEC", which for a
@@ -232,7 +307,8 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 	archive_entry_set_atime(ent, sec[0], nsec[0]);
 	archive_entry_set_mtime(ent, sec[1], nsec[1]);
 	archive_entry_set_ctime(ent, sec[2], nsec[2]);
-	archive_entry_set_birthtime(ent, sec[3], nsec[3]);
+	/* no birth time: libarchive writes it as LIBARCHIVE.creationtime,
+	 * which GNU tar warns about at every entry and cannot restore */
 	archive_entry_set_size(ent, 0);
 	if (S_ISREG(in->mode))
 		archive_entry_set_size(ent, (la_int64_t)in->size);
@@ -265,7 +341,7 @@ static int tar_file_data(struct export *x, const struct xent *e)
 	}
 	s->nreg = 0;
 	s->size = e->in->size;
-	rc = export_data(x, e, 1, add_region, s);
+	rc = export_data(x, e, XDATA_REPORT, add_region, s);
 	if (rc) {
 		export_error(x, e, "cannot read: %s", strerror(-rc));
 		x->fatal = 1; /* the header is not written yet, but the walk is broken */
@@ -285,7 +361,7 @@ static int tar_file_data(struct export *x, const struct xent *e)
 	if (archive_write_header(s->a, s->ent) < ARCHIVE_WARN)
 		return tar_fail(x, e);
 	s->pos = 0;
-	rc = export_data(x, e, 0, put_data, s);
+	rc = export_data(x, e, XDATA_COUNT, put_data, s);
 	if (rc == 0)
 		rc = put_zeros(s, e->in->size - s->pos);
 	if (rc)
@@ -350,13 +426,15 @@ static int tar_close(struct export *x)
 		rc = tar_fail(x, NULL);
 	archive_write_free(s->a);
 	archive_entry_free(s->ent);
-	if (close(s->fd) != 0 && rc == 0) {
-		export_error(x, NULL, "cannot write: %s", strerror(errno));
-		x->fatal = 1;
-		rc = -1;
+	if (!x->to_stdout) {
+		if (close(s->fd) != 0 && rc == 0) {
+			export_error(x, NULL, "cannot write: %s", strerror(errno));
+			x->fatal = 1;
+			rc = -1;
+		}
+		if (x->fatal)
+			unlink(x->dest); /* invariant 3 */
 	}
-	if (x->fatal)
-		unlink(x->dest); /* invariant 3 */
 	if (s->zeros != zeros)
 		munmap((void *)s->zeros, HOLE_CHUNK);
 	free(s->name);

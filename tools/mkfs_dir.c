@@ -43,13 +43,13 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "inomap.h"
 #include "kv.h"
 #include "mkfs.h"
+#include "progress.h"
 
 #define BATCH_BYTES (16u << 20)
 #define BATCH_ITEMS 16384
@@ -101,8 +101,7 @@ struct loader {
 	size_t pathlen, pathcap;
 	size_t src;           /* path's copy in the current batch, or SIZE_MAX */
 	int have_proc;
-	int progress;
-	struct timespec shown;
+	struct progress prog;
 	struct mkfs_fill_stats st;
 };
 
@@ -115,8 +114,7 @@ static void fail(struct loader *L, const char *path, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (L->progress)
-		fputs("\r\033[K", stderr);
+	progress_clear(&L->prog);
 	fprintf(stderr, "%s: '", cli_prog);
 	cli_put_escaped(stderr, path, strlen(path));
 	fputs("': ", stderr);
@@ -126,23 +124,15 @@ static void fail(struct loader *L, const char *path, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void show_progress(struct loader *L, int last)
+static void show_progress(struct loader *L)
 {
-	struct timespec now;
 	char bytes[32];
 
-	if (!L->progress)
+	if (!progress_due(&L->prog))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (!last && (now.tv_sec - L->shown.tv_sec) * 1000000000L + now.tv_nsec -
-			     L->shown.tv_nsec < 200000000L)
-		return;
-	L->shown = now;
 	cli_format_bytes(L->st.bytes, bytes, sizeof(bytes));
-	fprintf(stderr, "\r\033[K%s: %llu files, %s", cli_prog, (unsigned long long)L->st.inodes,
-		bytes);
-	if (last)
-		fputs("\r\033[K", stderr);
+	progress_draw(&L->prog, -1, "%s: %llu files, %s", cli_prog,
+		      (unsigned long long)L->st.inodes, bytes);
 }
 
 /* ------------------------------------------------------------- batches -- */
@@ -522,7 +512,7 @@ static int load_data(struct loader *L, int fd, uint64_t ino, uint64_t size)
 			if (load_chunk(L, fd, ino, a, b))
 				return -1;
 			a = b;
-			show_progress(L, 0);
+			show_progress(L);
 		}
 		pos = (uint64_t)hole;
 	}
@@ -683,7 +673,7 @@ static int load_entry(struct loader *L, int dirfd, uint64_t dir, const char *nam
 	}
 	inode_of(&sx, L->next_ino++, &in);
 	L->st.inodes++;
-	show_progress(L, 0);
+	show_progress(L);
 	if (S_ISDIR(sx.stx_mode)) {
 		struct dir_counts sub = {0};
 
@@ -779,7 +769,7 @@ close_fd:
 static int loader_init(struct loader *L, const char *dir, int progress)
 {
 	memset(L, 0, sizeof(*L));
-	L->progress = progress;
+	progress_init(&L->prog, progress);
 	L->have_proc = access("/proc/self/fd", X_OK) == 0;
 	L->src = SIZE_MAX;
 	pthread_mutex_init(&L->lock, NULL);
@@ -858,7 +848,7 @@ int mkfs_fill(const char *image, const char *dir, int progress, struct mkfs_fill
 		rc = -1;
 	if (!rc && (rc = kv_sync(L.env)) != 0)
 		fail(&L, image, "cannot sync: %s", strerror(-rc));
-	show_progress(&L, 1);
+	progress_clear(&L.prog);
 	kv_close(L.env);
 	*st = L.st;
 	loader_release(&L);

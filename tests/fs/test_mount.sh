@@ -90,6 +90,37 @@ expect "0644: one warning" [ "$(grep -c "image is readable by other users (mode 
 kvfs_umount
 chmod 600 "$IMG"
 
+# unknown feature bits: an incompat one is refused outright; a ro_compat one
+# is refused read-write with the way to use the image read-only, and -o ro
+# mounts it
+for f in ro_compat:24 incompat:32; do
+	cp "$IMG" "$T/${f%:*}.img"
+	/usr/bin/python3 - "$T/${f%:*}.img" "${f#*:}" <<'PY'
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+meta = env.open_db(b"meta")
+off = int(sys.argv[2])
+with env.begin(write=True, db=meta) as t:
+    sb = bytearray(t.get(b"super"))
+    sb[off:off + 8] = struct.pack("<Q", 1 << 40)
+    t.put(b"super", bytes(sb))
+env.close()
+PY
+done
+"$KVFS_BIN" "$T/ro_compat.img" "$MNT" 2>"$T/err"; rc=$?
+expect "ro_compat feature: refused read-write (exit $rc)" [ "$rc" -ne 0 ]
+expect "ro_compat feature: not mounted" not_mounted
+expect "ro_compat feature: suggests -o ro ($(head -c 300 "$T/err"))" grep -q -- "-o ro" "$T/err"
+"$KVFS_BIN" "$T/ro_compat.img" "$MNT" -o ro 2>"$T/err"; rc=$?
+expect "ro_compat feature: -o ro mounts it (exit $rc: $(head -c 300 "$T/err"))" [ "$rc" -eq 0 ]
+expect "ro_compat feature: -o ro reads it" stat "$MNT/." >/dev/null
+mountpoint -q "$MNT" && fusermount3 -u "$MNT" && kvfs_wait_closed "$T/ro_compat.img"
+"$KVFS_BIN" "$T/incompat.img" "$MNT" -o ro 2>"$T/err"; rc=$?
+expect "incompat feature: refused even with -o ro (exit $rc)" [ "$rc" -ne 0 ]
+expect "incompat feature: names the features" grep -q "incompat 0x10000000000" "$T/err"
+expect "incompat feature: no read-only advice" eval '! grep -q -- "-o ro" "$T/err"'
+mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+
 # one read-write mount per image
 kvfs_mount
 mkdir -p "$T/mnt2"
@@ -128,7 +159,18 @@ umount "$MNT"
 kvfs_wait_closed
 # -t fuse.kvfs: mount.fuse3 runs "kvfs" from the system PATH, where an
 # installed kvfs lives; link the binary under test there for the test
+SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if [ ! -e /usr/local/sbin/kvfs ] && [ -w /usr/local/sbin ]; then
+	if ! PATH=$SYS_PATH command -v kvfs >/dev/null; then
+		# the caller's PATH is not searched (README, Installing): mount(8)
+		# gives the helper its own, SYS_PATH
+		mkdir -p "$T/prefix/bin" && ln -s "$KVFS_BIN" "$T/prefix/bin/kvfs"
+		PATH=$T/prefix/bin:$PATH mount -t fuse.kvfs "$IMG" "$MNT" 2>"$T/err"; rc=$?
+		expect "mount -t fuse.kvfs: kvfs in the caller's PATH only is not found (exit $rc)" \
+			[ "$rc" -ne 0 ]
+		expect "mount -t fuse.kvfs: not found, says the shell" grep -q "kvfs: not found" "$T/err"
+		mountpoint -q "$MNT" && umount "$MNT" && kvfs_wait_closed
+	fi
 	ln -s "$KVFS_BIN" /usr/local/sbin/kvfs
 	CLEANUP_EXTRA='rm -f /usr/local/sbin/kvfs'
 	expect "mount -t fuse.kvfs" mount -t fuse.kvfs "$IMG" "$MNT"

@@ -28,6 +28,7 @@ expect "mount option in a list" "$(complete_line _kvfs kvfs img mnt -o ro,dura)"
 	"ro,durability=full ro,durability=fsync ro,durability=none"
 expect "mount option" "$(complete_line _kvfs kvfs img mnt -o nocache)" \
 	"nocachedir nocachesymlinks"
+expect "export to standard output" "$(complete_line _kvfs_dump kvfs-dump img export -)" "-"
 expect "fsck flags" "$(complete_line _fsck_kvfs fsck.kvfs --j)" "--json"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -369,6 +369,14 @@ run_fsck 0 "--version" --version
 "$MKIMAGE" -n 20000 "$T/big.img"
 script -qec "$FSCK -n $T/big.img" /dev/null >"$T/tty" 2>&1
 expect "progress bar on a tty" grep -q "Pass 5: data blocks \[=*" "$T/tty"
+# each redraw: "\r\033[KPass N: NAME [====    ]  12.3%"; the percentage is of
+# the whole run, so it never goes back, shows in every pass and ends at 100
+tr '\r' '\n' <"$T/tty" | sed -n 's/^\x1b\[KPass \([1-7]\): .*\] *\([0-9.]*\)%$/\1 \2/p' >"$T/pct"
+expect "progress: a bar in each of the 7 passes ($(cut -d' ' -f1 "$T/pct" | uniq | tr '\n' ' '))" \
+	[ "$(cut -d' ' -f1 "$T/pct" | uniq | tr -d '\n')" = 1234567 ]
+expect "progress: percentages rise to 100 ($(cut -d' ' -f2 "$T/pct" | uniq | tr '\n' ' '))" \
+	awk 'BEGIN { last = -1 } $2 < last { exit 1 } { last = $2 } END { exit !(NR && last == 100) }' \
+	"$T/pct"
 run_fsck 0 "no progress when not a tty" -n "$T/big.img"
 expect "no progress when not a tty: stderr empty" [ ! -s "$T/err" ]
 

@@ -1,9 +1,10 @@
 #!/bin/bash
 # test_mkfs_dir.sh - mkfs.kvfs -d DIR and kvfs-dump export, round trip: a tree
 # with every kind of entry goes into an image and comes back out equal, as a
-# directory and through a tar archive; holes stay holes; thousands of files
-# take a few commits, not one each; progress shows on a terminal only; errors
-# name the source path.
+# directory and through a tar archive (plain, compressed, on standard
+# output) that GNU tar reads without a warning, in its order; holes stay
+# holes; thousands of files take a few commits, not one each; mkfs, export
+# and backup show progress on a terminal only; errors name the source path.
 #
 # Arguments: MKFS DUMP (the binaries under test).
 set -u
@@ -12,6 +13,7 @@ DUMP=$2
 T=$(mktemp -d /tmp/kvfs-tools.XXXXXX)
 trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_tree.sh"
+cd "$T" || exit 1 # names given relative ("-") land in the scratch directory
 
 kb() { du -k "$1" | cut -f1; }
 last_txn() { mdb_stat -n -e "$1" | sed -n 's/^ *Last transaction ID: //p'; }
@@ -65,6 +67,85 @@ check "tar: sparse file stays sparse" [ "$(kb "$T/untar/sparse")" -lt 256 ]
 check "tar: archive smaller than the data ($(kb "$T/out.tar") KiB)" [ "$(kb "$T/out.tar")" -lt 9000 ]
 check "tar: refuse an existing archive" exit_is 8 "$DUMP" "$T/img" export "$T/out.tar"
 
+# ---- a tar GNU tar reads without a word, in the order and with the names
+# tar -C DIR --sort=name -c . gives: a directory before its entries,
+# siblings by name bytes. The tree holds only what tar has no reason to warn
+# about (UTF-8 names, times after 1970, no sockets), and a file modified a
+# second after it was made (its birth time is before its mtime).
+P=$T/plain
+mkdir -p "$P/b/c" "$P/a" "$P/a b" "$P/a-b" "$P/B"
+for f in b/x b/c/y a/z "a b/q" a.b Z ü é-file "a-b/long-$(printf 'l%.0s' {1..200})"; do
+	printf '%s\n' "$f" >"$P/$f"
+done
+ln "$P/b/x" "$P/a/hard"
+ln -s ../b/x "$P/a/sym"
+mkfifo "$P/b/fifo"
+truncate -s 5M "$P/holes" && printf data | dd of="$P/holes" bs=1 seek=3000000 conv=notrunc status=none
+setfattr -n user.color -v red "$P/b/x"
+setfattr -n user.bin -v 0x00ff "$P/a"
+if [ "$AS_ROOT" = 1 ]; then
+	mknod "$P/b/chardev" c 1 3
+	chown 1234:5678 "$P/a/z"
+fi
+t0=$(date +%s)
+while [ "$(date +%s)" = "$t0" ]; do sleep 0.05; done # no fixed wait: until the second turns
+printf later >>"$P/a.b"
+check "mkfs -d of the plain tree" exit_is 0 "$MKFS" -q -d "$P" "$T/plain.img"
+check "export of the plain tree" exit_is 0 "$DUMP" "$T/plain.img" export "$T/plain.tar"
+tar -tvf "$T/plain.tar" >"$T/plain.tv" 2>"$T/plain.tv.err"
+check "tar -tvf: no warning $(head -c 300 "$T/plain.tv.err" | tr '\n' ' ')" \
+	[ ! -s "$T/plain.tv.err" ]
+tar -tf "$T/plain.tar" >"$T/plain.list"
+tar -C "$P" --sort=name -cf - . | tar -tf - >"$T/plain.want"
+check "tar: entries named and ordered as GNU tar --sort=name writes them" \
+	diff "$T/plain.want" "$T/plain.list"
+mkdir "$T/plain.x"
+tar -C "$T/plain.x" --xattrs --xattrs-include='*' -xpf "$T/plain.tar" 2>"$T/plain.x.err"
+check "tar --xattrs -xf: no warning $(head -c 300 "$T/plain.x.err" | tr '\n' ' ')" \
+	[ ! -s "$T/plain.x.err" ]
+same_tree "$P" "$T/plain.x" "plain tar export"
+
+# ---- compressed by the name's suffix; "-" for standard output
+for c in "tar.gz gzip" "tgz gzip" "tar.bz2 bzip2" "tbz2 bzip2" "tar.xz xz" "txz xz" \
+	"tar.zst zstd" "tzst zstd"; do
+	set -- $c
+	command -v "$2" >/dev/null || continue
+	check "export to .$1" exit_is 0 "$DUMP" "$T/plain.img" export "$T/c.$1"
+	check ".$1: a file, not a directory" [ -f "$T/c.$1" ]
+	"$2" -dc <"$T/c.$1" | tar -tf - >"$T/c.list" 2>"$T/c.err"
+	check ".$1: $2 reads it and tar lists it $(head -c 200 "$T/c.err")" \
+		diff "$T/plain.want" "$T/c.list"
+done
+check "a compressed archive is smaller ($(kb "$T/c.tar.xz") KiB)" [ "$(kb "$T/c.tar.xz")" -lt 64 ]
+check "export to - (standard output)" exit_is 0 "$DUMP" "$T/plain.img" export -
+check "-: no directory named -" [ ! -e "$T/-" ]
+tar -tf "$T/out" >"$T/c.list" 2>"$T/c.err"
+check "-: standard output holds the tar $(head -c 200 "$T/c.err")" diff "$T/plain.want" "$T/c.list"
+check "-: the report goes to standard error" grep -q "^exported [0-9]* inodes" "$T/err"
+mkdir "$T/-.x"
+"$DUMP" "$T/plain.img" export - 2>/dev/null | tar -C "$T/-.x" --xattrs --xattrs-include='*' -xpf -
+same_tree "$P" "$T/-.x" "tar through a pipe"
+if command -v script >/dev/null; then
+	script -qec "'$DUMP' '$T/plain.img' export -" /dev/null >"$T/tty.out" 2>&1
+	check "-: a terminal is refused: exit 16" [ $? -eq 16 ]
+	check "-: a terminal is refused: why" grep -q "refusing to write a tar archive to a terminal" \
+		"$T/tty.out"
+	check "-: nothing written to the terminal" [ "$(wc -c <"$T/tty.out")" -lt 400 ]
+fi
+# other names: a directory (new, or existing and empty), unless they end like
+# an archive export does not write
+for n in x.zip x.tar.lz x.7z x.cpio x.gz; do
+	check "export to $n: refused (exit 16)" exit_is 16 "$DUMP" "$T/plain.img" export "$T/$n"
+	check "export to $n: names the suffixes it writes" grep -q "\.tar\.gz" "$T/err"
+	check "export to $n: nothing made" [ ! -e "$T/$n" ]
+done
+check "export to name.v2: a directory" exit_is 0 "$DUMP" "$T/plain.img" export "$T/name.v2"
+check "export to name.v2: a directory" [ -d "$T/name.v2" ]
+mkdir "$T/dir.tgz"
+check "export to an existing empty directory named .tgz" \
+	exit_is 0 "$DUMP" "$T/plain.img" export "$T/dir.tgz"
+check "export to an existing directory named .tgz: in it" [ -f "$T/dir.tgz/a.b" ]
+
 # ---- another block size gives the same tree
 check "mkfs --root-dir -b 8168" exit_is 0 "$MKFS" -q -b 8168 --root-dir "$T/src" "$T/img8k"
 check "export of the 8168 image" exit_is 0 "$DUMP" "$T/img8k" export "$T/out8k"
@@ -89,6 +170,26 @@ check "6,000 files equal" diff -r "$T/lots" "$T/lots.out"
 if command -v script >/dev/null; then
 	script -qec "$MKFS -d '$T/lots' '$T/tty.img'" /dev/null >"$T/tty.out" 2>&1
 	check "progress on a terminal" grep -q "files, " "$T/tty.out"
+	# export and backup: "\r\033[Kkvfs-dump: ... [===   ]  42.0%", rising to 100
+	pct() { tr '\r' '\n' <"$1" | sed -n 's/^\x1b\[Kkvfs-dump: .*\] *\([0-9.]*\)%$/\1/p'; }
+	rises() { # FILE: percentages never go back and end at 100
+		pct "$1" | awk 'BEGIN { l = -1 } $1 < l { exit 1 } { l = $1 } END { exit !(NR && l == 100) }'
+	}
+	for d in tty.tar tty.d; do
+		script -qec "'$DUMP' '$T/lots.img' export '$T/$d'" /dev/null >"$T/tty.out" 2>&1
+		check "export to $d: progress on a terminal ($(pct "$T/tty.out" | uniq | tr '\n' ' '))" \
+			rises "$T/tty.out"
+		check "export to $d: the progress counts inodes" \
+			grep -q "kvfs-dump: export: [0-9]* of 6009 inodes" "$T/tty.out"
+	done
+	check "export: no progress without a terminal" exit_is 0 "$DUMP" "$T/lots.img" export "$T/nt.tar"
+	check "export: stderr empty without a terminal" [ ! -s "$T/err" ]
+	script -qec "'$DUMP' '$T/lots.img' backup '$T/tty.bak'" /dev/null >"$T/tty.out" 2>&1
+	check "backup: progress on a terminal ($(pct "$T/tty.out" | uniq | tr '\n' ' '))" \
+		rises "$T/tty.out"
+	check "backup: the progress counts bytes" grep -q "kvfs-dump: backup: .* of about" "$T/tty.out"
+	check "backup: no progress without a terminal" exit_is 0 "$DUMP" "$T/lots.img" backup "$T/nt.bak"
+	check "backup: stderr empty without a terminal" [ ! -s "$T/err" ]
 fi
 
 # ---- errors

@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "kv.h"
+#include "progress.h"
 
 enum fsck_mode {
 	MODE_CHECK, /* -n: read only */
@@ -255,12 +256,13 @@ struct fsck {
 	unsigned exit_bits;
 	int json_first;
 
-	/* progress (report.c) */
-	int progress_on;
+	/* progress (problem.c): the bar shows the whole run; this pass takes
+	 * prog_share of what was left when it began, at prog_base */
+	struct progress prog;
 	int pass;
 	const char *pass_name;
 	uint64_t prog_total, prog_done;
-	double prog_last;
+	double prog_base, prog_share;
 	double t_start;
 };
 
@@ -321,9 +323,13 @@ struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *
 void fsck_settle(struct fsck *f);
 void fsck_out_begin(struct fsck *f);
 void fsck_out_end(struct fsck *f, double secs, const char *error);
-/* The pass banner ("Pass 3: directory tree"), and progress for it. */
-void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total);
+/* The pass banner ("Pass 3: directory tree"), and progress for it: total
+ * records to walk (fsck_tick counts them), share the part of the rest of
+ * the run this pass takes (0 to 1; 1 for the last). */
+void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total, double share);
 void fsck_tick(struct fsck *f, uint64_t n);
+/* The pass is done: its bar is drawn full, then erased. */
+void fsck_pass_end(struct fsck *f);
 void fsck_progress_clear(struct fsck *f);
 /* A line for -v (not in --json). */
 void fsck_info(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

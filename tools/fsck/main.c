@@ -136,31 +136,62 @@ const char *fsck_type_name(uint32_t mode)
 
 /* ------------------------------------------------------------------ run -- */
 
+/* weight: the relative cost of one record, so the bar moves evenly through
+ * the whole run. Measured on a 300,000-inode image (warm cache, per record):
+ * inodes 0.12 us, dirents 0.19 us, link counts (in memory) 0.003 us, data
+ * blocks 0.15 us (short) to 0.4 us (4 KiB) and 2.8 us from a cold cache. */
 static const struct {
 	const char *name;
 	int (*run)(struct fsck *f);
 	int db; /* walked database, for the progress total; -1: the index */
+	double weight;
 } passes[] = {
-	{"superblock and format", fsck_pass1, KV_DB_META},
-	{"inode records", fsck_pass2, KV_DB_INODE},
-	{"directory tree", fsck_pass3, KV_DB_DIRENT},
-	{"link counts", fsck_pass4, -1},
-	{"data blocks", fsck_pass5, KV_DB_DATA},
-	{"extended attributes", fsck_pass6, KV_DB_XATTR},
-	{"orphans and the inode counter", fsck_pass7, KV_DB_ORPHAN},
+	{"superblock and format", fsck_pass1, KV_DB_META, 1},
+	{"inode records", fsck_pass2, KV_DB_INODE, 1},
+	{"directory tree", fsck_pass3, KV_DB_DIRENT, 1},
+	{"link counts", fsck_pass4, -1, 0.05},
+	{"data blocks", fsck_pass5, KV_DB_DATA, 2},
+	{"extended attributes", fsck_pass6, KV_DB_XATTR, 1},
+	{"orphans and the inode counter", fsck_pass7, KV_DB_ORPHAN, 1},
 };
+#define NPASSES (sizeof(passes) / sizeof(passes[0]))
+
+/* The records pass i walks, as of the current snapshot (the index is
+ * counted by pass 2; until then its size is the inode records'). */
+static int pass_total(struct fsck *f, size_t i, uint64_t *total)
+{
+	if (passes[i].db < 0 && f->nino) {
+		*total = f->nino;
+		return 0;
+	}
+	return kv_db_count(f->txn, passes[i].db < 0 ? KV_DB_INODE : (enum kv_db)passes[i].db,
+			   total);
+}
+
+/* The part of the rest of the run that pass i takes, given its total. */
+static double pass_share(struct fsck *f, size_t i, uint64_t total)
+{
+	double mine = passes[i].weight * (double)total, left = mine;
+	uint64_t n;
+
+	for (size_t j = i + 1; j < NPASSES; j++)
+		if (pass_total(f, j, &n) == 0)
+			left += passes[j].weight * (double)n;
+	return left > 0 ? mine / left : 1.0 / (double)(NPASSES - i);
+}
 
 static int run_passes(struct fsck *f, char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++) {
-		uint64_t total = f->nino;
+	for (size_t i = 0; i < NPASSES; i++) {
+		uint64_t total = 0;
 		double t0 = fsck_now();
 		int rc = fsck_snapshot(f);
 
-		if (!rc && passes[i].db >= 0)
-			rc = kv_db_count(f->txn, (enum kv_db)passes[i].db, &total);
+		if (!rc)
+			rc = pass_total(f, i, &total);
 		if (!rc) {
-			fsck_pass_begin(f, (int)i + 1, passes[i].name, total);
+			fsck_pass_begin(f, (int)i + 1, passes[i].name, total,
+					pass_share(f, i, total));
 			rc = passes[i].run(f);
 		}
 		if (!rc)
@@ -170,7 +201,7 @@ static int run_passes(struct fsck *f, char *err, size_t errlen)
 				 strerror(-rc));
 			return rc;
 		}
-		fsck_progress_clear(f);
+		fsck_pass_end(f);
 		fsck_info(f, "  pass %zu took %.3f s", i + 1, fsck_now() - t0);
 	}
 	return 0;
@@ -272,7 +303,7 @@ int cmd_fsck(int argc, char **argv)
 	/* liblmdb trusts its pages: a damaged one can fault or trip one of its
 	 * assertions (abort) inside any read; say so and exit 8 */
 	cli_crash_guard(f.image);
-	f.progress_on = isatty(2);
+	progress_init(&f.prog, isatty(STDERR_FILENO));
 	f.t_start = t0;
 	fsck_out_begin(&f);
 	rc = open_image(&f, err, sizeof(err));

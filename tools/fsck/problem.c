@@ -282,11 +282,7 @@ static const char *mode_name(enum fsck_mode m)
 
 void fsck_progress_clear(struct fsck *f)
 {
-	if (f->progress_on && f->prog_last > 0) {
-		fputs("\r\033[K", stderr);
-		fflush(stderr);
-		f->prog_last = 0;
-	}
+	progress_clear(&f->prog);
 }
 
 /* Report one settled problem: a line of text, or a JSON object. */
@@ -435,12 +431,13 @@ void fsck_info(struct fsck *f, const char *fmt, ...)
 
 /* -------------------------------------------------------------- progress -- */
 
-void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total)
+void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total, double share)
 {
 	f->pass = pass;
 	f->pass_name = name;
 	f->prog_total = total;
 	f->prog_done = 0;
+	f->prog_share = share;
 	if (!f->json) {
 		fsck_progress_clear(f);
 		printf("Pass %d: %s\n", pass, name);
@@ -448,33 +445,32 @@ void fsck_pass_begin(struct fsck *f, int pass, const char *name, uint64_t total)
 	}
 }
 
-static void progress_draw(struct fsck *f)
+/* The fraction of the whole run done when this pass is at in_pass (0-1). */
+static double overall(const struct fsck *f, double in_pass)
 {
-	char bar[41];
-	double frac = f->prog_total ? (double)f->prog_done / (double)f->prog_total : 0;
-	int n;
+	return f->prog_base + (1 - f->prog_base) * f->prog_share * in_pass;
+}
 
-	if (frac > 1)
-		frac = 1;
-	n = (int)(frac * 40);
-	memset(bar, '=', (size_t)n);
-	memset(bar + n, ' ', (size_t)(40 - n));
-	bar[40] = '\0';
-	fprintf(stderr, "\r\033[KPass %d: %s [%s] %5.1f%%", f->pass, f->pass_name, bar,
-		frac * 100);
-	fflush(stderr);
+static void draw(struct fsck *f, double in_pass)
+{
+	progress_draw(&f->prog, overall(f, in_pass), "Pass %d: %s", f->pass, f->pass_name);
 }
 
 void fsck_tick(struct fsck *f, uint64_t n)
 {
-	double now;
-
 	f->prog_done += n;
-	if (!f->progress_on || (f->prog_done & 4095) >= n)
-		return; /* look at the clock every 4096 records at most */
-	now = fsck_now();
-	if (now - f->prog_last < 0.1)
-		return;
-	f->prog_last = now;
-	progress_draw(f);
+	if (!f->prog.on || (f->prog_done & 255) >= n)
+		return; /* look at the clock every 256 records at most */
+	if (progress_due(&f->prog))
+		draw(f, f->prog_done < f->prog_total
+				? (double)f->prog_done / (double)f->prog_total : 1);
+}
+
+void fsck_pass_end(struct fsck *f)
+{
+	/* a pass shorter than a redraw still shows the bar reaching its end,
+	 * and the last one shows 100% */
+	draw(f, 1);
+	f->prog_base = overall(f, 1);
+	fsck_progress_clear(f);
 }
