@@ -214,9 +214,16 @@ static int apply_write(kv_txn *t, void *arg)
 	a->blocks_changed = 0;
 	a->appended_from = a->off + a->size > in.size ? in.size : NO_APPEND;
 	nblocks = in.nblocks;
+	/* in the reserve only a write over stored blocks (fallocate's), which
+	 * frees what it replaces: one that adds data fails, as the image is
+	 * full */
+	if (kv_txn_reserved(t) && a->off + a->size > in.size)
+		return -ENOSPC;
 	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums);
 	if (rc)
 		return rc;
+	if (kv_txn_reserved(t) && in.nblocks != nblocks)
+		return -ENOSPC;
 	a->blocks_changed = in.nblocks != nblocks;
 	/* with the writeback cache the kernel owns the times, shows its own
 	 * to stat(2), and sends them when they change (at close, fsync, the
@@ -270,6 +277,51 @@ static void write_back_short(uint64_t ino, uint64_t off)
 	fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
 }
 
+static int stored_size(uint64_t ino, uint64_t *size)
+{
+	struct kv_inode in;
+	kv_txn *t;
+	int rc = fs_read_inode(ino, &t, &in);
+
+	if (rc == 0) {
+		*size = in.size;
+		kv_read_end(t);
+	}
+	return rc;
+}
+
+/* A write over stored blocks on a full image, such as into the room
+ * fallocate took: it frees the blocks it replaces, but only two commits
+ * later, so a whole write request at once needs as much room again. In
+ * pieces of WRITE_PIECE blocks, each in the reserve if need be (apply_write
+ * refuses a piece there that would add blocks), the writer's touch between
+ * them lets each piece reuse what the one before freed. Returns the bytes
+ * written (a short count when a piece fails), or -ENOSPC for none. */
+#define WRITE_PIECE 16
+
+static ssize_t write_in_pieces(struct write_args *whole)
+{
+	const uint64_t piece = (uint64_t)WRITE_PIECE * fs.block_size;
+	struct write_args a = *whole;
+	uint64_t end = whole->off + whole->size, size;
+	int rc = 0;
+
+	if (stored_size(whole->ino, &size) || end > size)
+		return -ENOSPC; /* it adds data: the image is full */
+	a.nsums = 0;
+	for (a.off = whole->off; a.off < end; a.off += a.size) {
+		uint64_t to = (a.off / piece + 1) * piece; /* pieces end on block bounds */
+
+		a.buf = whole->buf + (a.off - whole->off);
+		a.size = (to < end ? to : end) - a.off;
+		rc = kv_write(fs.env, apply_write, &a, KV_OP_RESERVE);
+		if (rc)
+			break;
+		whole->blocks_changed |= a.blocks_changed;
+	}
+	return a.off > whole->off ? (ssize_t)(a.off - whole->off) : rc;
+}
+
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
@@ -284,7 +336,17 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
-	rc = kv_write(fs.env, apply_write, &a, 0);
+	rc = kv_write(fs.env, apply_write, &a, KV_OP_RESERVE);
+	if (rc == -ENOSPC) {
+		ssize_t n = write_in_pieces(&a);
+
+		/* a short count only without the writeback cache: there it is
+		 * the kernel's own write back, which takes all or nothing */
+		if (n == (ssize_t)size || (n > 0 && !fs.cfg.writeback)) {
+			size = (size_t)n;
+			rc = 0;
+		}
+	}
 	if (rc == -ENOSPC && fs.cfg.writeback)
 		write_back_short(ino, a.off);
 	else if (rc == 0 && a.appended_from != NO_APPEND && fs.cfg.writeback)
@@ -298,10 +360,17 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	fuse_reply_write(req, size);
 }
 
+/* Zeros stored by one allocating op: 16 MiB of default blocks, so a large
+ * fallocate is several commits that each stay a modest transaction. */
+#define ALLOC_CHUNK 4096
+
 struct falloc_args {
 	uint64_t ino;
 	int mode;
 	uint64_t off, len;
+	uint64_t from;      /* allocate: where this op starts */
+	uint64_t next;      /* result: where the next op starts */
+	uint64_t stop;      /* result: where allocation ends (the range within the size) */
 	int blocks_changed; /* result */
 };
 
@@ -309,6 +378,7 @@ static int apply_fallocate(kv_txn *t, void *arg)
 {
 	struct falloc_args *a = arg;
 	struct kv_inode in;
+	uint64_t nblocks;
 	int rc;
 
 	a->blocks_changed = 0;
@@ -319,17 +389,20 @@ static int apply_fallocate(kv_txn *t, void *arg)
 		return -EISDIR;
 	if (!S_ISREG(in.mode))
 		return -ENODEV;
+	nblocks = in.nblocks;
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
-		uint64_t nblocks = in.nblocks;
 		rc = kv_data_punch(t, &in, a->off, a->len);
-		if (rc)
-			return rc;
-		a->blocks_changed = in.nblocks != nblocks;
-	} else if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size) {
-		/* blocks are written when data arrives: copy-on-write cannot
-		 * reserve room for later overwrites, so only the size changes */
-		in.size = a->off + a->len;
+	} else {
+		if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size)
+			in.size = a->off + a->len;
+		/* the room is taken now: zeros in the holes, so that writing
+		 * there later replaces blocks instead of adding them */
+		a->stop = a->off + a->len < in.size ? a->off + a->len : in.size;
+		rc = kv_data_allocate(t, &in, a->from, a->stop, ALLOC_CHUNK, &a->next);
 	}
+	if (rc)
+		return rc;
+	a->blocks_changed = in.nblocks != nblocks;
 	/* any fallocate that succeeds changes the times, even one that had
 	 * nothing to do, as file_modified() makes local filesystems do; with
 	 * the writeback cache the kernel's fallocate calls it itself (Linux
@@ -339,12 +412,45 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	return kv_inode_put(t, &in);
 }
 
+/* posix_fallocate(3) promises that writing the range later cannot fail for
+ * want of room: ENOSPC now when the holes of the range (and, with
+ * FALLOC_FL_KEEP_SIZE, what lies past the end, which no block may hold)
+ * take more than is free, nothing changed. */
+static int room_for(uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	const uint64_t per_block = (fs.block_size + 24 + 4095) / 4096 * 4096;
+	uint64_t holes = 0, size, end = off + len, past = 0, need;
+	struct kv_inode in;
+	struct kv_usage u;
+	kv_txn *t;
+	int rc = fs_read_inode(ino, &t, &in);
+
+	if (rc)
+		return rc;
+	size = in.size;
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+		size = end;
+	rc = kv_data_holes(t, ino, off, end < size ? end : size, &holes);
+	kv_read_end(t);
+	if (rc)
+		return rc;
+	if (end > size)
+		past = (end - (off > size ? off : size) + fs.block_size - 1) / fs.block_size;
+	need = (holes + past) * per_block;
+	if (need <= kv_room_avail(fs.env))
+		return 0;
+	/* kv_room_avail is a lower bound far from full: ask exactly */
+	if (kv_usage_get(fs.env, &u) == 0 && need <= u.avail_bytes)
+		return 0;
+	return -ENOSPC;
+}
+
 void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		     struct fuse_file_info *fi)
 {
 	struct falloc_args a = {.ino = ino, .mode = mode, .off = (uint64_t)offset,
-				.len = (uint64_t)length};
-	int rc;
+				.len = (uint64_t)length, .from = (uint64_t)offset};
+	int rc, changed = 0;
 
 	(void)fi;
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
@@ -355,10 +461,19 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 		rc = -EINVAL;
 	else if ((uint64_t)offset + (uint64_t)length > (uint64_t)INT64_MAX)
 		rc = -EFBIG;
-	else
-		rc = kv_write(fs.env, apply_fallocate, &a,
-			      mode & FALLOC_FL_PUNCH_HOLE ? KV_OP_RESERVE : 0);
-	if (rc == 0 && a.blocks_changed)
+	else if (mode & FALLOC_FL_PUNCH_HOLE)
+		rc = kv_write(fs.env, apply_fallocate, &a, KV_OP_RESERVE);
+	else if ((rc = room_for(ino, mode, a.off, a.len)) == 0) {
+		/* op by op until the range is allocated; another writer taking
+		 * the room meanwhile leaves it partly allocated, as ext4 does */
+		do {
+			rc = kv_write(fs.env, apply_fallocate, &a, 0);
+			changed |= a.blocks_changed;
+			a.from = a.next;
+		} while (rc == 0 && a.next < a.stop);
+		a.blocks_changed = changed;
+	}
+	if (a.blocks_changed)
 		notify_blocks(ino);
 	fuse_reply_err(req, -rc);
 }

@@ -349,6 +349,96 @@ int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
 	return zero_range(t, in, off, end);
 }
 
+int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
+		     uint64_t max_blocks, uint64_t *next)
+{
+	const uint64_t bs = t->env->super.block_size;
+	unsigned char kb[16];
+	unsigned char *w = t->env->wbuf;
+	uint64_t idx, last, n = 0;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t blen;
+	int rc;
+
+	if (!t->write)
+		return -EROFS;
+	if (end > in->size)
+		end = in->size; /* no block past the size (invariant 1) */
+	*next = end;
+	if (off >= end)
+		return 0;
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	last = (end - 1) / bs;
+	for (idx = off / bs; idx <= last; idx++) {
+		/* the bytes of block idx that lie within the size */
+		uint64_t want = in->size - idx * bs < bs ? in->size - idx * bs : bs;
+
+		if (n == max_blocks) {
+			*next = idx * bs;
+			return 0;
+		}
+		k = block_key(kb, in->ino, idx);
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+		if (rc == MDB_NOTFOUND) {
+			rc = block_put(t, in->ino, idx, zeros, want, NULL, 0);
+			if (rc)
+				return rc;
+			in->nblocks++;
+			n++;
+			continue;
+		}
+		if (rc)
+			return kv_err(t, rc, "allocate");
+		rc = block_check(t, in->ino, idx, &v, &blen);
+		if (rc)
+			return rc;
+		if (blen >= want)
+			continue;
+		/* a short tail block: its zeros up to the size become stored */
+		memcpy(w, v.mv_data, blen);
+		memset(w + blen, 0, want - blen);
+		rc = block_put(t, in->ino, idx, w, want, NULL, 0);
+		if (rc)
+			return rc;
+		n++;
+	}
+	return 0;
+}
+
+int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t *count)
+{
+	const uint64_t bs = t->env->super.block_size;
+	unsigned char kb[16];
+	uint64_t first, last, stored = 0;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc;
+
+	*count = 0;
+	if (off >= end)
+		return 0;
+	first = off / bs;
+	last = (end - 1) / bs;
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	k = block_key(kb, ino, first);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != ino ||
+		    kv_get_be64((unsigned char *)k.mv_data + 8) > last)
+			break;
+		stored++;
+	}
+	if (rc && rc != MDB_NOTFOUND)
+		return kv_err(t, rc, "count holes");
+	*count = last - first + 1 - stored;
+	return 0;
+}
+
 int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whence,
 		 uint64_t *out)
 {

@@ -182,9 +182,9 @@ typedef void (*kv_done_fn)(void *arg, int rc);
 
 #define KV_OP_SYNC 1    /* make the batch durable before done() */
 #define KV_OP_RESERVE 2 /* a change that frees space (unlink, rmdir, truncate,
-                           punch, an orphan's purge): may use the reserve an
-                           image keeps so that deleting works when it is full
-                           (room.c) */
+                           punch, an orphan's purge) or keeps it (a write over
+                           stored blocks): may use the reserve an image keeps
+                           so that deleting works when it is full (room.c) */
 
 struct kv_op {
 	kv_apply_fn apply;
@@ -196,6 +196,12 @@ struct kv_op {
 	int rc;
 	struct kv_op *next;
 };
+
+/* 1 when apply() runs in the reserve (room.c): an op flagged
+ * KV_OP_RESERVE that the room for ordinary changes could not hold. One that
+ * frees nothing (a write over blocks already stored) refuses there what
+ * would take room for good. */
+int kv_txn_reserved(const kv_txn *txn);
 
 /* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled
  * back). -EROFS on a read-only env (done is not called). */
@@ -274,6 +280,15 @@ int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
 /* Make [off, off + len) a hole (whole blocks dropped, partial ones zeroed);
  * the size is unchanged; updates in->nblocks. */
 int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
+/* Store zeros in the holes of [off, end) within in->size (fallocate: the
+ * room is then taken, and later writes there replace blocks rather than add
+ * them), and fill a short block out to the size; at most max_blocks blocks
+ * are stored: *next is where to go on (end, or in->size, when done).
+ * Updates in->nblocks. */
+int kv_data_allocate(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end,
+		     uint64_t max_blocks, uint64_t *next);
+/* The blocks of [off, end) of inode ino that are holes. */
+int kv_data_holes(kv_txn *txn, uint64_t ino, uint64_t off, uint64_t end, uint64_t *count);
 /* SEEK_DATA / SEEK_HOLE from off in a file of the given size.
  * -ENXIO: off >= size, or no data at or after off. */
 int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whence,

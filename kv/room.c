@@ -139,6 +139,11 @@ uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
 	return e->room_use_max > used ? e->room_use_max - used : 0;
 }
 
+int kv_txn_reserved(const kv_txn *t)
+{
+	return t->write && t->env->in_reserve;
+}
+
 uint64_t kv_room_avail(kv_env *e)
 {
 	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);

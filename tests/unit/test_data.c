@@ -97,6 +97,19 @@ static void m_punch(struct model *m, uint64_t off, uint64_t len)
 	m_zero(m, off, len > m->size - off ? m->size : off + len);
 }
 
+/* fallocate's allocation: every block of [off, end) within the size is
+ * stored out to the size (zeros where it was a hole). */
+static void m_allocate(struct model *m, uint64_t off, uint64_t end)
+{
+	if (end > m->size)
+		end = m->size;
+	for (uint64_t idx = off / m->bs; off < end && idx <= (end - 1) / m->bs; idx++) {
+		uint64_t want = m->size - idx * m->bs < m->bs ? m->size - idx * m->bs : m->bs;
+		if (m->blen[idx] < want)
+			m->blen[idx] = want;
+	}
+}
+
 /* Data is what the stored blocks hold; the rest up to size is hole. */
 static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out)
 {
@@ -420,6 +433,73 @@ static void punch_hole(void **state)
 	free(m.buf);
 }
 
+struct alloc_arg {
+	uint64_t ino, off, end, max, next, size;
+};
+
+static int alloc_apply(kv_txn *t, void *p)
+{
+	struct alloc_arg *a = p;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc && a->size > in.size)
+		in.size = a->size;
+	if (!rc)
+		rc = kv_data_allocate(t, &in, a->off, a->end, a->max, &a->next);
+	if (!rc)
+		rc = kv_inode_put(t, &in);
+	return rc;
+}
+
+static uint64_t holes_of(kv_env *e, uint64_t ino, uint64_t off, uint64_t end)
+{
+	uint64_t n = 0;
+	kv_txn *t;
+
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_data_holes(t, ino, off, end, &n), 0);
+	kv_read_end(t);
+	return n;
+}
+
+/* fallocate's half of kv/data.c: holes counted, then stored as zeros out
+ * to the size (a short tail block filled out), a few blocks per call, never
+ * a block past the size; the bytes read the same, seeks see data. */
+static void allocate_holes(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct alloc_arg a = {.ino = ino, .max = 2};
+	struct model m;
+
+	m_init(&m, bs);
+	mw(e, ino, &m, bs + 10, 20, 1);      /* block 1 short: data at 10..30 */
+	mw(e, ino, &m, 4 * bs, bs / 2, 2);   /* block 4 short, the size 4.5 blocks */
+	assert_true(holes_of(e, ino, 0, m.size) == 3); /* blocks 0, 2, 3 */
+	assert_true(holes_of(e, ino, bs, 2 * bs) == 0);
+	/* past the size: nothing stored; the size is the caller's */
+	a.off = 0;
+	a.end = 8 * bs;
+	for (a.next = 0; a.next < m.size; a.off = a.next)
+		assert_int_equal(kv_write(e, alloc_apply, &a, 0), 0);
+	m_allocate(&m, 0, 8 * bs);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	assert_true(holes_of(e, ino, 0, m.size) == 0);
+	/* grow the size with it, as fallocate without KEEP_SIZE does */
+	a = (struct alloc_arg){.ino = ino, .off = 6 * bs + 3, .end = 7 * bs, .size = 7 * bs,
+			       .max = 100};
+	assert_true(holes_of(e, ino, a.off, a.end) == 1);
+	assert_int_equal(kv_write(e, alloc_apply, &a, 0), 0);
+	m.size = 7 * bs;
+	m_allocate(&m, 6 * bs + 3, 7 * bs);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	assert_true(m.blen[5] == 0 && m.blen[4] == bs / 2); /* outside the range: untouched */
+	free(m.buf);
+}
+
 static void seek_cases(void **state)
 {
 	kv_env *e = env_of(state);
@@ -717,6 +797,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(unaligned_spanning, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(truncate_down_up, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(punch_hole, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(allocate_holes, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(allocate_holes, small_block_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(seek_cases, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(sparse_far, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(too_big, tu_setup, tu_teardown),
