@@ -12,7 +12,9 @@
  *     SEEK_DATA/SEEK_HOLE are left to the kernel, and a change of a file's
  *     block count drops the attributes the kernel caches.
  *  4. With the writeback cache, a file's size never runs ahead of its data:
- *     once a write back failed for want of room (the file is marked short,
+ *     once the kernel's write back of its cache (a WRITE with
+ *     FUSE_WRITE_CACHE; an O_DIRECT write(2) is answered to its caller)
+ *     failed for want of room (the file is marked short,
  *     itable.c), what was stored past it since the last fsync is cut off
  *     (write_back_short), and a write past its stored end is refused, until
  *     fsync, a truncate or the kernel forgetting it; its next write(2)
@@ -176,6 +178,7 @@ struct write_args {
 	uint64_t off;
 	const uint64_t *sums;
 	size_t nsums;
+	int write_back;         /* the kernel's write back of its cache, not a write(2) */
 	int blocks_changed;     /* result */
 	uint64_t appended_from; /* result: the size it grew from, or NO_APPEND */
 };
@@ -209,14 +212,14 @@ static int apply_write(kv_txn *t, void *arg)
 	/* past the end of a file whose write back failed for want of room: the
 	 * kernel dropped the pages it could not write back, and storing this
 	 * would leave a stretch of zeros where they belonged */
-	if (a->off > in.size && fs.cfg.writeback && fs_itable_short(a->ino))
+	if (a->off > in.size && a->write_back && fs_itable_short(a->ino))
 		return -ENOSPC;
 	a->blocks_changed = 0;
 	a->appended_from = a->off + a->size > in.size ? in.size : NO_APPEND;
 	nblocks = in.nblocks;
-	/* in the reserve only a write over stored blocks (fallocate's), which
-	 * frees what it replaces: one that adds data fails, as the image is
-	 * full */
+	/* past the room for ordinary changes only a write over stored blocks
+	 * (fallocate's), which frees what it replaces: one that adds data
+	 * fails, as the image is full */
 	if (kv_txn_reserved(t) && a->off + a->size > in.size)
 		return -ENOSPC;
 	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums);
@@ -293,9 +296,10 @@ static int stored_size(uint64_t ino, uint64_t *size)
 /* A write over stored blocks on a full image, such as into the room
  * fallocate took: it frees the blocks it replaces, but only two commits
  * later, so a whole write request at once needs as much room again. In
- * pieces of WRITE_PIECE blocks, each in the reserve if need be (apply_write
- * refuses a piece there that would add blocks), the writer's touch between
- * them lets each piece reuse what the one before freed. Returns the bytes
+ * pieces of WRITE_PIECE blocks, each past the room for ordinary changes if
+ * need be (KV_OP_OVERWRITE: apply_write refuses a piece there that would
+ * add blocks), the writer's touch between them lets each piece reuse what
+ * the one before freed. Returns the bytes
  * written (a short count when a piece fails), or -ENOSPC for none. */
 #define WRITE_PIECE 16
 
@@ -314,7 +318,7 @@ static ssize_t write_in_pieces(struct write_args *whole)
 
 		a.buf = whole->buf + (a.off - whole->off);
 		a.size = (to < end ? to : end) - a.off;
-		rc = kv_write(fs.env, apply_write, &a, KV_OP_RESERVE);
+		rc = kv_write(fs.env, apply_write, &a, KV_OP_OVERWRITE);
 		if (rc)
 			break;
 		whole->blocks_changed |= a.blocks_changed;
@@ -327,30 +331,32 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 {
 	uint64_t sums[WRITE_SUMS]; /* filled, not zeroed: outside the initializer */
 	struct write_args a = {.ino = ino, .buf = buf, .size = size, .off = (uint64_t)off,
-			       .sums = sums};
+			       .sums = sums, .write_back = fi && fi->writepage};
 	int rc;
 
-	(void)fi;
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
 	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
-	rc = kv_write(fs.env, apply_write, &a, KV_OP_RESERVE);
+	rc = kv_write(fs.env, apply_write, &a, 0);
 	if (rc == -ENOSPC) {
 		ssize_t n = write_in_pieces(&a);
 
-		/* a short count only without the writeback cache: there it is
-		 * the kernel's own write back, which takes all or nothing */
+		/* a short count only without the writeback cache: its write
+		 * back takes all or nothing, and it turns a short O_DIRECT
+		 * write into EIO */
 		if (n == (ssize_t)size || (n > 0 && !fs.cfg.writeback)) {
 			size = (size_t)n;
 			rc = 0;
 		}
 	}
-	if (rc == -ENOSPC && fs.cfg.writeback)
+	if (rc == -ENOSPC && a.write_back)
 		write_back_short(ino, a.off);
-	else if (rc == 0 && a.appended_from != NO_APPEND && fs.cfg.writeback)
+	else if (rc == 0 && a.appended_from != NO_APPEND && a.write_back)
 		fs_itable_note_append(ino, a.appended_from);
+	else if (rc == 0 && !a.write_back && fs.cfg.writeback)
+		fs_itable_drop_appends(ino);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

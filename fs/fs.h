@@ -91,6 +91,9 @@ int fs_itable_take_tell(uint64_t ino);
  * since it settled. */
 void fs_itable_note_append(uint64_t ino, uint64_t from);
 int fs_itable_appended(uint64_t ino, uint64_t *from);
+/* A write(2) that bypassed the cache (O_DIRECT) was answered: nothing
+ * stored before it may be cut off by a later failure. */
+void fs_itable_drop_appends(uint64_t ino);
 /* Returns 1 when the count reached 0 on an inode marked orphan. */
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);

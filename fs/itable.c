@@ -277,6 +277,17 @@ void fs_itable_note_append(uint64_t ino, uint64_t from)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void fs_itable_drop_appends(uint64_t ino)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	e->append_from = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
 int fs_itable_appended(uint64_t ino, uint64_t *from)
 {
 	struct stripe *s;

@@ -182,9 +182,13 @@ typedef void (*kv_done_fn)(void *arg, int rc);
 
 #define KV_OP_SYNC 1    /* make the batch durable before done() */
 #define KV_OP_RESERVE 2 /* a change that frees space (unlink, rmdir, truncate,
-                           punch, an orphan's purge) or keeps it (a write over
-                           stored blocks): may use the reserve an image keeps
-                           so that deleting works when it is full (room.c) */
+                           punch, an orphan's purge): may use the reserve an
+                           image keeps so that deleting works when it is full
+                           (room.c) */
+#define KV_OP_OVERWRITE 4 /* a write over stored blocks, which frees what it
+                           replaces: may go past the room ordinary changes
+                           have, where its apply() must add nothing
+                           (kv_txn_reserved) */
 
 struct kv_op {
 	kv_apply_fn apply;
@@ -197,10 +201,10 @@ struct kv_op {
 	struct kv_op *next;
 };
 
-/* 1 when apply() runs in the reserve (room.c): an op flagged
- * KV_OP_RESERVE that the room for ordinary changes could not hold. One that
- * frees nothing (a write over blocks already stored) refuses there what
- * would take room for good. */
+/* 1 when apply() runs past the room ordinary changes have (room.c): in the
+ * reserve, or on an image whose pages in use reached its limit less the
+ * reserve. An op flagged KV_OP_OVERWRITE refuses there (-ENOSPC) what would
+ * take room for good. */
 int kv_txn_reserved(const kv_txn *txn);
 
 /* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled

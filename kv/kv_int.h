@@ -43,6 +43,7 @@ struct kv_txn {
 	MDB_cursor *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
 	unsigned inl_next;         /* write txns: the next env->ibuf slot */
+	int over;                  /* write txns: past the room for ordinary changes */
 };
 
 /* An op reads the inline data (symlink targets) of at most two inodes (a
@@ -107,6 +108,7 @@ struct kv_env {
 	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
 	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */
 	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
+	uint64_t room_anchor;     /* the extent when the writer started (set once) */
 	uint64_t room_use_max;    /* the role's: pages in use ordinary changes may reach */
 	int room_tight;           /* the role's: the extent is past room_use_max */
 	uint64_t room_next;       /* the role's: look again once the extent passes this */
@@ -125,11 +127,10 @@ struct kv_room {
 	uint64_t cap, hard;  /* the map for ordinary changes, for the reserve's */
 };
 void kv_room_measure(kv_env *env, struct kv_room *r);
-/* Whether op must fail with -ENOSPC before it runs in txn: an ordinary
- * change while the image is tight and its pages in use reach the limit
- * less the reserve (room.c). */
-struct kv_op;
-int kv_room_refuses(kv_env *env, MDB_txn *txn, const struct kv_op *op);
+/* Whether the image is tight and txn's pages in use reached the limit less
+ * the reserve: an ordinary change must fail with -ENOSPC before it runs
+ * (room.c). */
+int kv_room_over(kv_env *env, MDB_txn *txn);
 /* What ordinary changes could still use after txn commits (the role). */
 uint64_t kv_room_avail_in(kv_env *env, MDB_txn *txn);
 

@@ -17,10 +17,11 @@
  *           as room: LMDB reuses them first)
  *   limit   max_size, or what the image file can reach on its host: its
  *           blocks (with those allocated past its end) plus the host's
- *           free space, whichever is less
+ *           free space, whichever is less; but never less than the extent
+ *           the image had when it opened ("no growth" for a max_size
+ *           below that: its free pages are used, the reserve is kept)
  *   cap     limit - reserve, never below the extent: ordinary changes grow
- *           the map up to here (kv_map_grow). A max_size under the image's
- *           size means "no growth", not a refused mount
+ *           the map up to here (kv_map_grow)
  *   hard    limit, or the extent plus a quarter of the reserve when that is
  *           more: the map for a change that may use the reserve
  *
@@ -28,10 +29,12 @@
  * freed its pages those lie below the extent, where any change could take
  * them; so while the extent is past limit - reserve ("tight"), an ordinary
  * change is refused once the pages in use reach limit - reserve
- * (kv_room_refuses), and the reserve stays whole across any number of
- * fills and deletes. The writer (writer.c) runs an op the map at the cap
- * cannot hold alone in the reserve when it is flagged, and fails it with
- * -ENOSPC otherwise.
+ * (kv_room_over), and the reserve stays whole across any number of fills
+ * and deletes. The writer (writer.c) runs an op the map at the cap cannot
+ * hold alone in the reserve when it is flagged, and fails it with -ENOSPC
+ * otherwise. A write over stored blocks (KV_OP_OVERWRITE) may go past both
+ * limits, adding nothing there (kv_txn_reserved): it frees what it
+ * replaces, so writing into what fallocate took works on a full image.
  *
  * Invariants:
  *  1. The reserve is reserve_of() bytes: 1/64 of the image (of max_size
@@ -46,7 +49,8 @@
  *     anyone) still holds the room a delete needs, also at the next mount.
  *  3. The room_* fields are written by the writer's role only, between
  *     transactions; statfs and kv_usage_get compute their own from the same
- *     measures (kv_room_measure), so they need no lock.
+ *     measures (kv_room_measure), which reads LMDB's meta pages with the map
+ *     lock held shared, as a reader does, since the role resizes the map.
  *  4. The map is never larger than cap outside the reserve (kv_room_update
  *     shrinks it back: LMDB keeps it at least as large as the extent).
  */
@@ -89,7 +93,11 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 	struct stat st;
 	uint64_t limit;
 
+	/* the meta pages lie in the map, which the role may be moving: any
+	 * thread reads them as a reader would (never with a read txn held) */
+	pthread_rwlock_rdlock(&e->map_lock);
 	mdb_env_info(e->env, &info);
+	pthread_rwlock_unlock(&e->map_lock);
 	r->extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	r->alloc_end = r->extent;
 	if (fstat(e->lock_fd, &st) == 0) {
@@ -105,6 +113,9 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 	if (e->max_size && e->max_size < limit)
 		limit = e->max_size;
 	limit &= ~((uint64_t)e->page_size - 1);
+	/* an image larger than its limit when it opened keeps its size */
+	if (limit < e->room_anchor)
+		limit = e->room_anchor;
 	r->use_max = limit > r->reserve ? limit - r->reserve : 0;
 	r->cap = r->use_max > r->extent ? r->use_max : r->extent;
 	r->hard = r->extent + r->reserve / 4 > limit ? r->extent + r->reserve / 4 : limit;
@@ -141,7 +152,7 @@ uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
 
 int kv_txn_reserved(const kv_txn *t)
 {
-	return t->write && t->env->in_reserve;
+	return t->write && (t->over || t->env->in_reserve);
 }
 
 uint64_t kv_room_avail(kv_env *e)
@@ -149,11 +160,9 @@ uint64_t kv_room_avail(kv_env *e)
 	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);
 }
 
-int kv_room_refuses(kv_env *e, MDB_txn *txn, const struct kv_op *op)
+int kv_room_over(kv_env *e, MDB_txn *txn)
 {
-	if ((op->flags & KV_OP_RESERVE) || !e->room_tight)
-		return 0;
-	return in_use(e, txn) >= e->room_use_max;
+	return e->room_tight && in_use(e, txn) >= e->room_use_max;
 }
 
 /* Keep [extent, extent + reserve) allocated on the host (invariant 2):
@@ -197,6 +206,10 @@ int kv_room_update(kv_env *e)
 	uint64_t step;
 	int shrunk = 0;
 
+	if (!e->room_anchor) { /* the first, as the writer starts */
+		mdb_env_info(e->env, &info);
+		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
+	}
 	kv_room_measure(e, &r);
 	if (r.alloc_end < r.extent + r.reserve && !e->room_no_alloc) {
 		allocate_reserve(e, &r);
@@ -254,7 +267,12 @@ void kv_room_close(kv_env *e)
 	/* give back what was allocated ahead past the reserve: a truncate to
 	 * the file's own size frees every block past it (also those of an
 	 * allocation that failed half way, or of a killed daemon), then the
-	 * reserve is taken again (invariant 2) */
+	 * reserve is taken again (invariant 2). Not on a host nearly full:
+	 * between the two, another program could take the reserve's blocks
+	 * (and ext4 punches no hole past a file's end), so the image keeps
+	 * them all */
+	if (r.host_avail < 2 * r.reserve + (r.alloc_end - r.extent))
+		return;
 	if (ftruncate(e->lock_fd, st.st_size) != 0)
 		return;
 	if (!e->room_no_alloc && r.extent + r.reserve > (uint64_t)st.st_size)

@@ -83,8 +83,8 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
-		kv_txn t = {.env = e, .write = 1};
-		if (kv_room_refuses(e, parent, op)) {
+		kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, parent)};
+		if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE))) {
 			op->rc = -ENOSPC; /* the image is full but for the reserve */
 			if (flat) {
 				*why = STOP_FAILED;
@@ -142,7 +142,7 @@ static int apply_touch(kv_txn *t, void *arg)
  * second commit after the one that freed them). */
 static void run_touch(kv_env *e)
 {
-	struct kv_op touch = {.apply = apply_touch};
+	struct kv_op touch = {.apply = apply_touch, .flags = KV_OP_RESERVE};
 	int in_reserve = e->in_reserve;
 
 	e->in_reserve = 1;
@@ -153,9 +153,9 @@ static void run_touch(kv_env *e)
 
 /* An op the map at the cap cannot hold (room.c). First the pages the last
  * commit freed are made to serve (run_touch) and the op is tried again;
- * then one that frees space (KV_OP_RESERVE) runs alone in the reserve,
- * followed by a touch so that what it freed serves the next change at
- * once. Any other op fails: -ENOSPC, or -EFBIG when it is too large for one
+ * then one that frees space (KV_OP_RESERVE) or replaces what it writes
+ * (KV_OP_OVERWRITE) runs alone in the reserve, followed by a touch so that
+ * what it freed serves the next change at once. Any other op fails: -ENOSPC, or -EFBIG when it is too large for one
  * transaction (txn_full). Calls op's done(): the caller reads op->next
  * before. */
 static void run_short(kv_env *e, struct kv_op *op, int txn_full)
@@ -167,7 +167,7 @@ static void run_short(kv_env *e, struct kv_op *op, int txn_full)
 		run_batch(e, op); /* short again: back here, touched */
 		return;
 	}
-	if (txn_full || !(op->flags & KV_OP_RESERVE) || e->in_reserve) {
+	if (txn_full || !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)) || e->in_reserve) {
 		op->rc = txn_full ? -EFBIG : -ENOSPC;
 		finish(op, NULL);
 		return;

@@ -120,6 +120,43 @@ rm_and_write "writeback" f
 kvfs_umount
 rm -f "$T/src"
 
+# O_DIRECT on a writeback mount: each write(2) is answered to its caller,
+# so a later one failing cuts off nothing it was told was written
+kvfs_mkfs
+kvfs_mount -o max_size=32M
+dd if=/dev/urandom of="$MNT/filler" bs=1M count=24 conv=fsync status=none
+head -c 1M /dev/urandom > "$T/one"
+dd if="$T/one" of="$MNT/g" bs=1M seek=8 oflag=direct conv=notrunc status=none
+dd if=/dev/urandom of="$MNT/g" bs=1M count=8 oflag=direct conv=notrunc status=none 2>"$T/dd.err"
+expect "O_DIRECT: the write that does not fit fails" grep -q "No space left" "$T/dd.err"
+kvfs_umount
+kvfs_mount -o max_size=32M
+dd if="$MNT/g" of="$T/got" bs=1M skip=8 count=1 status=none
+expect "O_DIRECT: what it wrote before is kept" cmp -s "$T/one" "$T/got"
+kvfs_umount
+
+# many small deletes on a full host, each followed by appends until ENOSPC:
+# appends never take what a delete freed from the reserve, so every delete
+# works, round after round
+mount -t tmpfs -o size=40m tmpfs "$HOST" || { echo "SKIP: cannot mount tmpfs"; exit 77; }
+IMG=$HOST/img
+kvfs_mkfs
+kvfs_mount -o nowriteback
+mkdir "$MNT/s"
+for i in $(seq 300); do head -c 5000 /dev/urandom > "$MNT/s/$i"; done
+fill "small deletes"
+failed=0
+for i in $(seq 300); do
+	rm "$MNT/s/$i" 2>/dev/null || { failed=$i; break; }
+	dd if=/dev/zero of="$MNT/app" bs=4k count=64 oflag=append conv=notrunc status=none 2>/dev/null
+done
+expect "small deletes: 300 deletes, each after appends filled the room (failed at $failed)" \
+	[ "$failed" = 0 ]
+kvfs_umount
+expect "small deletes: fsck -n clean" fsck_clean "$IMG"
+umount "$HOST"
+IMG=$T/img
+
 # fallocate reserves: what it promises fits is counted as used, and is
 # written later even when everything else filled up; what cannot fit is
 # ENOSPC at once (posix_fallocate's promise), with or without the cache

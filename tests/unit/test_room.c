@@ -6,6 +6,7 @@
  * deletes still work; kv_usage_get says what is really usable.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,8 +240,78 @@ static void fill_delete_cycles(void **state)
 	assert_true(extent_of(im->env) <= max);
 }
 
-/* A max_size below the image's size: nothing grows, deletes work, and what
- * they free is written again. */
+/* A write as the daemon writes: ordinary first; when the image is full,
+ * again as KV_OP_OVERWRITE, which may go past the room for ordinary
+ * changes only if it adds no block (apply_write's rule). */
+struct owrite_arg {
+	uint64_t ino, off;
+	const void *buf;
+	size_t len;
+};
+
+static int owrite_apply(kv_txn *t, void *p)
+{
+	struct owrite_arg *a = p;
+	struct kv_inode in;
+	uint64_t nblocks;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (rc)
+		return rc;
+	if (kv_txn_reserved(t) && a->off + a->len > in.size)
+		return -ENOSPC;
+	nblocks = in.nblocks;
+	rc = kv_data_write(t, &in, a->off, a->buf, a->len);
+	if (!rc && kv_txn_reserved(t) && in.nblocks != nblocks)
+		return -ENOSPC;
+	return rc ? rc : kv_inode_put(t, &in);
+}
+
+static int daemon_write(kv_env *e, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	struct owrite_arg a = {.ino = ino, .off = off, .buf = buf, .len = len};
+	int rc = kv_write(e, owrite_apply, &a, 0);
+
+	return rc == -ENOSPC ? kv_write(e, owrite_apply, &a, KV_OP_OVERWRITE) : rc;
+}
+
+/* Delete a small file, append until ENOSPC, again and again, with writes
+ * flagged as the daemon flags them: appends never take the room a delete
+ * freed from the reserve, so every delete works and the image stays
+ * inside max_size; a write over stored blocks still works when full. */
+static void small_deletes_and_appends(void **state)
+{
+	struct tu_image *im = image_of(state);
+	const uint64_t max = 8 << 20;
+	unsigned char blk[4072] = {0};
+	uint64_t ino, app, end = 0, bs;
+	char name[32];
+	int n = 300;
+
+	assert_int_equal(open_capped(im, max), 0);
+	bs = kv_block_size(im->env);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(write_new(im->env, name, 5000, (uint64_t)i), 0);
+	}
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "app", 0100644, &app), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+	fill_up(im->env, ino);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(rm(im->env, name, KV_OP_RESERVE), 0);
+		while (daemon_write(im->env, app, end, blk, bs) == 0)
+			end += bs;
+	}
+	assert_true(extent_of(im->env) <= max);
+	/* over what is stored, full as it is */
+	tu_fill(blk, bs, 5);
+	assert_int_equal(daemon_write(im->env, app, 0, blk, bs), 0);
+}
+
+/* A max_size below the image's size: nothing grows, the free pages inside
+ * are written (less the reserve), deletes work, and what they free is
+ * written again. */
 static void max_size_below_image(void **state)
 {
 	struct tu_image *im = image_of(state);
@@ -255,13 +326,17 @@ static void max_size_below_image(void **state)
 		assert_int_equal(tu_pwrite(im->env, ino, off, buf, 1 << 20), 0);
 		free(buf);
 	}
+	assert_int_equal(write_new(im->env, "gone", 4 << 20, 3), 0);
+	assert_int_equal(rm(im->env, "gone", 0), 0);
 	before = extent_of(im->env);
 	tu_image_close(im);
 
 	assert_int_equal(open_capped(im, 4 << 20), 0);
-	assert_int_equal(write_new(im->env, "new", 2 << 20, 1), -ENOSPC);
+	assert_int_equal(write_new(im->env, "inside", 2 << 20, 1), 0);
+	assert_int_equal(write_new(im->env, "more", 4 << 20, 4), -ENOSPC);
 	assert_int_equal(rm(im->env, "big", KV_OP_RESERVE), 0);
 	assert_int_equal(write_new(im->env, "new2", 2 << 20, 2), 0);
+	expect_content(im->env, "inside", 2 << 20, 1);
 	expect_content(im->env, "new2", 2 << 20, 2);
 	assert_true(extent_of(im->env) <= before + (1 << 20));
 }
@@ -299,14 +374,59 @@ static void truncate_when_full(void **state)
 	expect_content(im->env, "again", 8 << 20, 4);
 }
 
+/* kv_usage_get on another thread while deletes on a full image resize the
+ * map (to the reserve and back): it reads LMDB's meta pages, which move
+ * with the map, so it must hold the map still, as any reader does. */
+struct usage_loop {
+	kv_env *env;
+	volatile int stop;
+	int rc;
+	unsigned runs;
+};
+
+static void *usage_main(void *p)
+{
+	struct usage_loop *l = p;
+	struct kv_usage u;
+
+	while (!l->stop && !l->rc) {
+		l->rc = kv_usage_get(l->env, &u);
+		l->runs++;
+	}
+	return NULL;
+}
+
+static void usage_beside_resizes(void **state)
+{
+	struct tu_image *im = image_of(state);
+	struct usage_loop l = {0};
+	pthread_t th;
+	uint64_t ino;
+
+	assert_int_equal(open_capped(im, 8 << 20), 0);
+	l.env = im->env;
+	assert_int_equal(pthread_create(&th, NULL, usage_main, &l), 0);
+	for (int cycle = 0; cycle < 40; cycle++) {
+		assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &ino), 0);
+		fill_up(im->env, ino);
+		assert_int_equal(rm(im->env, "fill", KV_OP_RESERVE), 0);
+	}
+	l.stop = 1;
+	pthread_join(th, NULL);
+	assert_int_equal(l.rc, 0);
+	assert_true(l.runs > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(full_delete_write_again, room_setup, room_teardown),
 		cmocka_unit_test_setup_teardown(many_deletes_when_full, room_setup, room_teardown),
 		cmocka_unit_test_setup_teardown(fill_delete_cycles, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(small_deletes_and_appends, room_setup, room_teardown),
 		cmocka_unit_test_setup_teardown(max_size_below_image, room_setup, room_teardown),
 		cmocka_unit_test_setup_teardown(truncate_when_full, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(usage_beside_resizes, room_setup, room_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
