@@ -16,8 +16,10 @@ compile() { # source, extra flags...
 	objs+=("$obj")
 }
 for f in "$ROOT"/kv/*.c; do compile "kv/$(basename "$f")"; done
-for f in cli.c inomap.c progress.c dump_show.c dump_export.c dump_tar.c; do compile "tools/$f"; done
-compile tools/dump.c -Dmain=kvfs_dump_main
+for f in cli.c inomap.c progress.c dump/dump_show.c dump/dump_export.c dump/dump_tar.c; do
+	compile "tools/$f"
+done
+compile tools/dump/dump.c -Dmain=kvfs_dump_main
 for f in problem.c repair.c pass1.c pass2.c pass3.c pass4.c pass5.c pass6.c pass7.c; do
 	compile "tools/fsck/$f"
 done
