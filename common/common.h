@@ -39,7 +39,8 @@ int size_parse(const char *s, uint64_t *out);
 /* The text of a message line into buf (always terminated, cut to len):
  * "SUBJECT: TEXT", TEXT being fmt expanded. The subject (what the message
  * is about: an image, a quoted path) is left out when NULL or "", and when
- * TEXT already begins with it (a store message that names the image). */
+ * TEXT already begins with "SUBJECT:" (a store message that names the
+ * image). */
 void msg_vformat(char *buf, size_t len, const char *subject, const char *fmt, va_list ap);
 /* Print "PROG: " and the line of msg_vformat, then a newline, to f in one
  * stdio call (a line from one thread is never cut by another's). Never

@@ -8,7 +8,8 @@
  * Invariants:
  *  1. A line is written with one stdio call, so lines from threads do not
  *     interleave (stdio locks the stream per call).
- *  2. The subject is named once: left out when the text begins with it.
+ *  2. The subject is named once: left out when the text begins with it
+ *     ("SUBJECT: ...").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,14 @@
 
 #define LINE_MAX_STACK 1024
 
-/* The subject to print before text: "" when none or when text names it. */
+/* The subject to print before text: "" when none or when text begins with
+ * it as a subject does ("SUBJECT:" or the whole text). */
 static const char *subject_for(const char *subject, const char *text, const char **sep)
 {
+	size_t n = subject ? strlen(subject) : 0;
+
 	*sep = "";
-	if (!subject || !*subject || strncmp(text, subject, strlen(subject)) == 0)
+	if (!n || (strncmp(text, subject, n) == 0 && (text[n] == ':' || text[n] == '\0')))
 		return "";
 	*sep = ": ";
 	return subject;

@@ -142,6 +142,9 @@ static void msg_subject_once(void **state)
 	/* a store message that names the image already */
 	format(buf, sizeof(buf), "/img", "%s: cannot grow the map", "/img");
 	assert_string_equal(buf, "/img: cannot grow the map");
+	/* another image whose name merely begins the same */
+	format(buf, sizeof(buf), "/img", "%s: cannot grow the map", "/img2");
+	assert_string_equal(buf, "/img: /img2: cannot grow the map");
 	format(buf, sizeof(buf), NULL, "plain %s", "text");
 	assert_string_equal(buf, "plain text");
 	format(buf, sizeof(buf), "", "plain");
