@@ -209,17 +209,20 @@ static int parse_export(struct dump_args *a, int argc, char **argv)
 
 /* ------------------------------------------------------------- helpers -- */
 
+void dump_verror_at(struct dump *d, const char *path, const char *fmt, va_list ap)
+{
+	d->errors++;
+	fflush(stdout);
+	progress_clear(&d->prog);
+	cli_verror_at(path, fmt, ap);
+}
+
 void dump_error(struct dump *d, const char *fmt, ...)
 {
 	va_list ap;
 
-	d->errors++;
-	fflush(stdout);
-	progress_clear(&d->prog);
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cli_prog);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	dump_verror_at(d, NULL, fmt, ap);
 	va_end(ap);
 }
 

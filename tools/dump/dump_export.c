@@ -52,19 +52,9 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 {
 	va_list ap;
 
-	x->d->errors++;
-	fflush(stdout);
-	progress_clear(&x->d->prog);
-	fprintf(stderr, "%s: '", cli_prog);
-	if (e)
-		cli_put_escaped(stderr, e->path, strlen(e->path));
-	else
-		cli_put_escaped(stderr, x->dest, strlen(x->dest));
-	fputs("': ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	dump_verror_at(x->d, e ? e->path : x->dest, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void progress_line(struct export *x, double frac)
@@ -263,14 +253,11 @@ static int gather(void *arg, const struct kv_dirent *de)
 
 	if (!dump_name_ok(de->name, de->namelen)) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
-		fflush(stdout);
-		progress_clear(&x->d->prog);
-		fprintf(stderr, "%s: '", cli_prog);
-		cli_put_escaped(stderr, p.path, strlen(p.path));
-		fputs("': an entry with an impossible name ('", stderr);
-		cli_put_escaped(stderr, de->name, de->namelen);
-		fputs("'); skipped\n", stderr);
-		x->d->errors++;
+		char *name = cli_quote(de->name, de->namelen);
+
+		export_error(x, &p, "an entry with an impossible name (%s); skipped",
+			     name ? name : "'?'");
+		free(name);
 		return 0;
 	}
 	if (l->nlen + de->namelen > l->ncap) {

@@ -376,9 +376,7 @@ static int tar_entry(struct export *x, const struct xent *e)
 	int rc;
 
 	if (S_ISSOCK(e->in->mode)) {
-		fprintf(stderr, "%s: '", cli_prog);
-		cli_put_escaped(stderr, e->path, strlen(e->path));
-		fputs("': a socket has no tar form; left out\n", stderr);
+		cli_error_at(e->path, "a socket has no tar form; left out");
 		return -1;
 	}
 	if (set_name(s, e->path, &name))

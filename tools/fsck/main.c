@@ -212,7 +212,7 @@ static int verbose_log;
 static void log_line(const char *line)
 {
 	if (verbose_log)
-		fprintf(stderr, "%s: kv: %s\n", cli_prog, line);
+		msg_print(stderr, cli_prog, "kv", "%s", line);
 }
 
 static int open_image(struct fsck *f, char *err, size_t errlen)

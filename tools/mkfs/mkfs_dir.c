@@ -115,13 +115,9 @@ static void fail(struct loader *L, const char *path, const char *fmt, ...)
 	va_list ap;
 
 	progress_clear(&L->prog);
-	fprintf(stderr, "%s: '", cli_prog);
-	cli_put_escaped(stderr, path, strlen(path));
-	fputs("': ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_verror_at(path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void show_progress(struct loader *L)
