@@ -9,6 +9,7 @@
  *     n elements one by one costs O(n) copying in all.
  */
 #include <assert.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -19,10 +20,12 @@ void *array_reserve(void *v, size_t *cap, size_t need, size_t size, size_t first
 	size_t n = *cap;
 
 	assert(size > 0);
-	if (need <= n)
+	if (need <= n && v) /* a NULL array gets its first capacity, even for none */
 		return v;
-	if (need > SIZE_MAX / size)
+	if (need > SIZE_MAX / size) {
+		errno = ENOMEM;
 		return NULL;
+	}
 	n = n > SIZE_MAX / 2 ? SIZE_MAX : n * 2;
 	if (n < first)
 		n = first;

@@ -99,11 +99,13 @@ void crash_guard_report(const struct crash_report *r);
 
 /* ------------------------------------------------------------- arrays -- */
 
-/* Room for need elements of size bytes in the array v of *cap elements:
- * v itself when *cap >= need; else v reallocated to the larger of need,
- * twice *cap and first (the first capacity), and *cap set to it. Returns
- * the array, or NULL when out of memory or need * size overflows, v and
- * *cap then untouched (v still owned by the caller). */
+/* Room for need elements of size bytes (size > 0) in the array v of *cap
+ * elements: v itself when it is not NULL and *cap >= need; else v
+ * reallocated to the largest of need, twice *cap and first (the first
+ * capacity), *cap set to that. Returns the array, never NULL on success
+ * (even for need 0); NULL with errno ENOMEM when out of memory or when
+ * need * size overflows, v and *cap then untouched (v still the
+ * caller's). */
 void *array_reserve(void *v, size_t *cap, size_t need, size_t size, size_t first);
 
 #endif

@@ -418,6 +418,18 @@ static void array_grows_keeping_content(void **state)
 	free(nv);
 }
 
+/* A NULL array is allocated even for no element: NULL means failure only. */
+static void array_allocates_when_empty(void **state)
+{
+	size_t cap = 0;
+	int *v = array_reserve(NULL, &cap, 0, sizeof(*v), 8);
+
+	(void)state;
+	assert_non_null(v);
+	assert_int_equal(cap, 8);
+	free(v);
+}
+
 static void array_refuses_overflow(void **state)
 {
 	size_t cap = 4;
@@ -427,6 +439,7 @@ static void array_refuses_overflow(void **state)
 	assert_non_null(v);
 	nv = array_reserve(v, &cap, SIZE_MAX / 8 + 1, 8, 16);
 	assert_null(nv);
+	assert_int_equal(errno, ENOMEM);
 	assert_int_equal(cap, 4);
 	free(v); /* still the caller's */
 }
@@ -452,6 +465,7 @@ int main(void)
 	};
 	const struct CMUnitTest array_tests[] = {
 		cmocka_unit_test(array_grows_keeping_content),
+		cmocka_unit_test(array_allocates_when_empty),
 		cmocka_unit_test(array_refuses_overflow),
 	};
 	int failed = 0;

@@ -55,15 +55,11 @@ struct child_list {
 static int add_child(void *arg, const struct kv_dirent *de)
 {
 	struct child_list *l = arg;
+	struct child *v = array_reserve(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct child *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
 	l->v[l->n++] = (struct child){de->name, de->namelen, de->ino};
 	return 0;
 }

@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common.h"
 #include "kv.h"
 #include "progress.h"
 

@@ -61,14 +61,11 @@ struct p3 {
 
 static int note_pr(struct p3 *w, struct pend *pr)
 {
-	if (w->nprs == w->cap_prs) {
-		size_t cap = w->cap_prs ? w->cap_prs * 2 : 16;
-		size_t *n = realloc(w->prs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		w->prs = n;
-		w->cap_prs = cap;
-	}
+	size_t *prs = array_reserve(w->prs, &w->cap_prs, w->nprs + 1, sizeof(*prs), 16);
+
+	if (!prs)
+		return -ENOMEM;
+	w->prs = prs;
 	w->prs[w->nprs++] = (size_t)(pr - w->f->pend);
 	return 0;
 }
@@ -290,6 +287,7 @@ static int check_list(struct p3 *w, struct fino *pfi, uint64_t hash, const void 
 	struct fsck *f = w->f;
 	int last = -1, cut = 0, order = 0, changed = 0, rc;
 	struct kv_dirent de;
+	struct act *acts;
 	size_t off = 0, at, n = 0;
 	uint8_t slot;
 
@@ -301,14 +299,10 @@ static int check_list(struct p3 *w, struct fino *pfi, uint64_t hash, const void 
 			cut = rc < 0;
 			break;
 		}
-		if (n == w->cap_acts) {
-			size_t cap = w->cap_acts ? w->cap_acts * 2 : 64;
-			struct act *a = realloc(w->acts, cap * sizeof(*a));
-			if (!a)
-				return -ENOMEM;
-			w->acts = a;
-			w->cap_acts = cap;
-		}
+		acts = array_reserve(w->acts, &w->cap_acts, n + 1, sizeof(*acts), 64);
+		if (!acts)
+			return -ENOMEM;
+		w->acts = acts;
 		f->n_dirents++;
 		order |= (int)slot <= last;
 		last = slot;

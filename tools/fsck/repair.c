@@ -56,14 +56,9 @@ struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pe
 {
 	struct fix *x;
 
-	if (f->nfixes == f->cap_fixes) {
-		size_t cap = f->cap_fixes ? f->cap_fixes * 2 : 256;
-		struct fix *n = realloc(f->fixes, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		f->fixes = n;
-		f->cap_fixes = cap;
-	}
+	if (!(x = array_reserve(f->fixes, &f->cap_fixes, f->nfixes + 1, sizeof(*x), 256)))
+		return NULL;
+	f->fixes = x;
 	x = &f->fixes[f->nfixes];
 	memset(x, 0, sizeof(*x));
 	x->kind = kind;
