@@ -17,7 +17,7 @@ compile() { # source, extra flags...
 }
 for f in "$ROOT"/kv/*.c; do compile "kv/$(basename "$f")"; done
 for f in "$ROOT"/common/*.c; do compile "common/$(basename "$f")"; done
-for f in cli.c inomap.c progress.c dump/dump_show.c dump/dump_export.c dump/dump_tar.c; do
+for f in cli.c inomap.c progress.c walk.c dump/dump_show.c dump/dump_export.c dump/dump_tar.c; do
 	compile "tools/$f"
 done
 compile tools/dump/dump.c -Dmain=kvfs_dump_main
