@@ -89,7 +89,8 @@ void crash_report_fd(struct crash_report *r, int fd, const char *fmt, ...)
  * the life of the process). Returns 0, or -errno when no socket could be
  * made (r is then unusable). */
 int crash_report_syslog(struct crash_report *r, const char *sock_path, int facility,
-			const char *ident, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+			const char *ident, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 /* Handle SIGSEGV, SIGBUS, SIGABRT, SIGILL and SIGFPE from now on: send the
  * current report (if any) and _exit(exit_code). */
 void crash_guard_install(int exit_code);
