@@ -5,11 +5,12 @@
  * guard) is in common/common.h, below both.
  *
  * Errors in the tools: a function that has already printed its message
- * (cli_error and the tools' own reporters: dump_error, export_error, the
- * loader's) returns -1, as git's error() does, and its caller only passes
- * the -1 up, printing nothing more. A function that prints nothing returns
- * 0 or a negative errno, and its caller says what failed. One function
- * never mixes the two.
+ * (through cli_error, or a tool's reporter: dump_error, export_error,
+ * mkfs -d's fail) returns -1, as git's error() does, and its callers only
+ * pass the failure up, printing nothing more. A function that prints
+ * nothing returns 0 or a negative errno, and its caller says what failed.
+ * One function never mixes the two. A command (cmd_mkfs, cmd_fsck,
+ * cmd_dump and dump's views) returns an exit code, EXIT_* below.
  */
 #ifndef KVFS_CLI_H
 #define KVFS_CLI_H
