@@ -1,11 +1,8 @@
 /*
- * cli.c - helpers shared by the command-line tools: messages, sizes, and the
- * safe printing of names and times read from an image (which may hold any
- * bytes: nothing read from disk reaches a terminal unescaped).
+ * cli.c - helpers shared by the command-line tools: messages, and the safe
+ * printing of names and times read from an image (which may hold any bytes:
+ * nothing read from disk reaches a terminal unescaped).
  */
-#include <ctype.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,47 +23,49 @@ void cli_init(char **argv)
 	argv[0] = (char *)cli_prog;
 }
 
+char *cli_quote(const void *s, size_t len)
+{
+	char *quoted = NULL;
+	size_t qlen = 0;
+	FILE *m = open_memstream(&quoted, &qlen);
+
+	if (!m)
+		return NULL;
+	fputc('\'', m);
+	cli_put_escaped(m, s, len);
+	fputc('\'', m);
+	if (fclose(m) != 0) {
+		free(quoted);
+		return NULL;
+	}
+	return quoted;
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cli_prog);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	cli_verror_at(NULL, fmt, ap);
 	va_end(ap);
 }
 
-int cli_parse_size(const char *s, uint64_t *out)
+void cli_verror_at(const char *path, const char *fmt, va_list ap)
 {
-	unsigned long long v;
-	unsigned shift = 0;
-	char *end;
+	char *quoted = path ? cli_quote(path, strlen(path)) : NULL;
 
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default:
-		return -1;
-	}
-	if (*end == 'i' && shift) /* KiB, MiB ... */
-		end++;
-	if ((*end == 'B' || *end == 'b') && shift)
-		end++;
-	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
+	/* out of memory: the message still goes, the path unnamed */
+	msg_vprint(stderr, cli_prog, quoted ? quoted : path ? "'?'" : NULL, fmt, ap);
+	free(quoted);
+}
+
+void cli_error_at(const char *path, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cli_verror_at(path, fmt, ap);
+	va_end(ap);
 }
 
 void cli_format_uuid(const uint8_t u[16], char out[37])
@@ -181,38 +180,15 @@ void cli_format_bytes(uint64_t n, char *out, size_t outlen)
 	snprintf(out, outlen, "%.1f %s", v, units[u]);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
-static char crash_msg[512];
-static size_t crash_len;
-
-static void crash_handler(int sig)
-{
-	(void)sig;
-	if (write(STDERR_FILENO, crash_msg, crash_len) < 0) {
-		/* nothing more to do */
-	}
-	_exit(EXIT_OPERATIONAL);
-}
-
 void cli_crash_guard(const char *image)
 {
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
-	struct sigaction sa = {.sa_handler = crash_handler};
-	int n;
+	static struct crash_report report; /* read by the handler: never on the stack */
 
-	n = snprintf(crash_msg, sizeof(crash_msg),
-		     "\n%s: '%s': crashed reading the image: it is damaged where the store "
-		     "cannot check it (restore it from a backup); if it is sound, this "
-		     "is a bug\n", cli_prog, image);
-	crash_len = n < 0 ? 0 : (size_t)n < sizeof(crash_msg) ? (size_t)n : sizeof(crash_msg) - 1;
-	sa.sa_flags = SA_RESETHAND;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	/* the newline ends a progress line the crash may cut */
+	crash_report_fd(&report, STDERR_FILENO,
+			"\n%s: '%s': crashed reading the image: it is damaged where the store "
+			"cannot check it (restore it from a backup); if it is sound, this is a "
+			"bug\n", cli_prog, image);
+	crash_guard_install(EXIT_OPERATIONAL);
+	crash_guard_report(&report);
 }
-#else
-void cli_crash_guard(const char *image)
-{
-	(void)image; /* a sanitizer build reports the crash itself */
-}
-#endif

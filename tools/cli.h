@@ -1,12 +1,25 @@
 /*
- * cli.h - helpers shared by the command-line tools: messages, number
- * parsing, and the exit codes of fsck(8) that every kvfs tool follows.
+ * cli.h - helpers shared by the command-line tools: messages, the printing
+ * of what an image holds, and the exit codes of fsck(8) that every kvfs
+ * tool follows. What the daemon needs too (sizes, message lines, the crash
+ * guard) is in common/common.h, below both.
+ *
+ * Errors in the tools: a function that has already printed its message
+ * (through cli_error, or a tool's reporter: dump_error, export_error,
+ * mkfs -d's fail) returns -1, as git's error() does, and its callers only
+ * pass the failure up, printing nothing more. A function that prints
+ * nothing returns 0 or a negative errno, and its caller says what failed.
+ * One function never mixes the two. A command (cmd_mkfs, cmd_fsck,
+ * cmd_dump and dump's views) returns an exit code, EXIT_* below.
  */
 #ifndef KVFS_CLI_H
 #define KVFS_CLI_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "common.h"
 
 #define EXIT_OK 0
 #define EXIT_CORRECTED 1
@@ -19,11 +32,16 @@ extern const char *cli_prog;
 /* Name the program (cli_prog) by the last part of argv[0], as its messages
  * and getopt(3)'s say it: "mkfs.kvfs: ...", however it was run. */
 void cli_init(char **argv);
-/* "PROG: message\n" on stderr. */
+/* "PROG: message\n" on stderr (common.h's message line). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Parse a size with an optional K, M, G or T suffix (powers of 1024).
- * Returns 0, or -1 on anything that is not a whole size. */
-int cli_parse_size(const char *s, uint64_t *out);
+/* "PROG: 'PATH': message\n" on stderr, the path quoted as cli_quote does;
+ * path NULL: as cli_error. */
+void cli_error_at(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_verror_at(const char *path, const char *fmt, va_list ap);
+/* A name or value read from an image, escaped as cli_put_escaped does, in
+ * single quotes, for a message: a malloc'd string, or NULL when out of
+ * memory. */
+char *cli_quote(const void *s, size_t len);
 /* Format a uuid as 8-4-4-4-12 hex digits into out (37 bytes). */
 void cli_format_uuid(const uint8_t uuid[16], char out[37]);
 /* Write len bytes of a name or value so that any byte sequence prints on one
@@ -36,10 +54,10 @@ void cli_format_time(int64_t ns, char *out, size_t outlen);
 /* A byte count for people: "512 bytes", "1.5 MiB". */
 void cli_format_bytes(uint64_t n, char *out, size_t outlen);
 /* From here on a crash (SIGSEGV, SIGBUS, SIGABRT ...) prints a message
- * naming image and exits EXIT_OPERATIONAL. For tools that read images:
- * LMDB trusts its B-tree pages, and a page damaged on disk can crash it
- * inside any read. Not installed in a sanitizer build, which reports the
- * crash itself. */
+ * naming image on stderr and exits EXIT_OPERATIONAL (common.h's crash
+ * guard). For tools that read images: LMDB trusts its B-tree pages, and a
+ * page damaged on disk can crash it inside any read. Not installed in a
+ * sanitizer build, which reports the crash itself. */
 void cli_crash_guard(const char *image);
 
 #endif

@@ -7,7 +7,7 @@ OUT=${1:-$ROOT/build-fuzz}
 mkdir -p "$OUT"
 FLAGS="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 	-D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DKVFS_VERSION=\"fuzz\" -DKVFS_NO_CRASH_GUARD
-	-I$ROOT/kv -I$ROOT/tools $(pkg-config --cflags lmdb libxxhash libarchive)"
+	-I$ROOT/kv -I$ROOT/common -I$ROOT/tools $(pkg-config --cflags lmdb libxxhash libarchive)"
 objs=()
 compile() { # source, extra flags...
 	local src=$1 obj=$OUT/$(echo "$1" | tr / _).o
@@ -16,8 +16,11 @@ compile() { # source, extra flags...
 	objs+=("$obj")
 }
 for f in "$ROOT"/kv/*.c; do compile "kv/$(basename "$f")"; done
-for f in cli.c inomap.c progress.c dump_show.c dump_export.c dump_tar.c; do compile "tools/$f"; done
-compile tools/dump.c -Dmain=kvfs_dump_main
+for f in "$ROOT"/common/*.c; do compile "common/$(basename "$f")"; done
+for f in cli.c inomap.c progress.c walk.c dump/dump_show.c dump/dump_export.c dump/dump_tar.c; do
+	compile "tools/$f"
+done
+compile tools/dump/dump.c -Dmain=kvfs_dump_main
 for f in problem.c repair.c pass1.c pass2.c pass3.c pass4.c pass5.c pass6.c pass7.c; do
 	compile "tools/fsck/$f"
 done

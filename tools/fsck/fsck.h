@@ -40,8 +40,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common.h"
 #include "kv.h"
 #include "progress.h"
+#include "walk.h"
 
 enum fsck_mode {
 	MODE_CHECK, /* -n: read only */
@@ -266,7 +268,7 @@ struct fsck {
 	double t_start;
 };
 
-/* ---- the index (index.c) ---- */
+/* ---- the index (main.c) ---- */
 
 /* Index of ino in f->ino, or -1. */
 long fsck_find(const struct fsck *f, uint64_t ino);
@@ -290,6 +292,35 @@ static inline struct fdir *fino_dir(struct fsck *f, const struct fino *i)
 /* DT_* of a mode: (mode & S_IFMT) >> 12. */
 #define DT_OF(mode) ((uint8_t)(((mode) & 0170000) >> 12))
 
+/* ---- a pass's walk of one database (repair.c) ---- */
+
+/* A walk's state, the caller's (set f and arg): what a pass's record
+ * callback gets besides the record, and the merge position after it. */
+struct fsck_walk {
+	struct fsck *f;
+	size_t ci;  /* the merge position in f->ino (fsck_merge) */
+	void *arg;  /* the pass's own state */
+};
+/* A record whose key has the pass's length: 0 to go on, anything else
+ * stops the walk with that value. */
+typedef int fsck_record_fn(struct fsck_walk *w, const void *k, size_t kl, const void *v,
+			   size_t vl);
+/* Walk db on w->f's snapshot in key order, each record counted toward the
+ * pass's progress (fsck_tick). A record whose key is not kmin to kmax bytes
+ * is the problem bad_key (fsck_bad_key); fn gets the others. Returns 0 at
+ * the end of the database, fn's value when it stopped the walk, or a
+ * negative errno reading the image. */
+int fsck_walk(struct fsck_walk *w, enum kv_db db, size_t kmin, size_t kmax, enum fsck_pr bad_key,
+	      fsck_record_fn *fn);
+/* Report the malformed key k of a record of db as problem code (naming its
+ * length) and queue the record's deletion if the mode allows. 0, or
+ * -ENOMEM. */
+int fsck_bad_key(struct fsck *f, enum fsck_pr code, enum kv_db db, const void *k, size_t kl);
+/* The index entry of ino, for a walk whose keys begin with an ino in
+ * order: moves w->ci (only forward) to the first entry not below ino.
+ * The entry, or NULL when ino is not in the index. */
+struct fino *fsck_merge(struct fsck_walk *w, uint64_t ino);
+
 /* ---- snapshots and the repair queue (repair.c) ---- */
 
 /* Make sure f->txn is a live snapshot. */
@@ -302,6 +333,12 @@ struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pe
 /* The FX_INODE_SET of ino if it is the last repair queued, else a new one.
  * A returned pointer is valid until the next repair is queued. */
 struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr);
+/* Report problem code (p) about inode fi and, if the mode allows, queue
+ * setting one field of its record (mask: SET_NLINK, SET_SIZE, SET_NBLOCKS
+ * or SET_PARENT to val; SET_FLAGS or SET_NOINLINE, val unused), and set it
+ * in the index too (invariant 2). 0, or -ENOMEM. */
+int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, struct fino *fi,
+		   unsigned mask, uint64_t val);
 /* Attach problem pr to repair x as well. */
 void fsck_attach(struct fsck *f, struct pend *pr, struct fix *x);
 /* Queue the deletion of one raw record. */

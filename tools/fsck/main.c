@@ -73,29 +73,11 @@ long fsck_find(const struct fsck *f, uint64_t ino)
 	return lo < f->nino && f->ino[lo].ino == ino ? (long)lo : -1;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 1024;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	p = realloc(*arr, n * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 struct fino *fsck_add_inode(struct fsck *f, uint64_t ino, uint32_t mode, int dir)
 {
 	struct fino *fi;
 
-	if (grow((void **)&f->ino, &f->cap_ino, f->nino + 1, sizeof(*f->ino)) ||
-	    (dir && grow((void **)&f->dirs, &f->cap_dirs, f->ndirs + 1, sizeof(*f->dirs))))
+	if (fsck_reserve(f, 1, dir ? 1 : 0))
 		return NULL;
 	fi = &f->ino[f->nino];
 	memset(fi, 0, sizeof(*fi));
@@ -114,9 +96,16 @@ struct fino *fsck_add_inode(struct fsck *f, uint64_t ino, uint32_t mode, int dir
 
 int fsck_reserve(struct fsck *f, size_t inodes, size_t dirs)
 {
-	if (grow((void **)&f->ino, &f->cap_ino, f->nino + inodes, sizeof(*f->ino)) ||
-	    grow((void **)&f->dirs, &f->cap_dirs, f->ndirs + dirs, sizeof(*f->dirs)))
+	struct fino *ino = array_reserve(f->ino, &f->cap_ino, f->nino + inodes, sizeof(*ino), 1024);
+	struct fdir *fd;
+
+	if (!ino)
 		return -ENOMEM;
+	f->ino = ino;
+	fd = array_reserve(f->dirs, &f->cap_dirs, f->ndirs + dirs, sizeof(*fd), 1024);
+	if (!fd)
+		return -ENOMEM;
+	f->dirs = fd;
 	return 0;
 }
 
@@ -212,7 +201,7 @@ static int verbose_log;
 static void log_line(const char *line)
 {
 	if (verbose_log)
-		fprintf(stderr, "%s: kv: %s\n", cli_prog, line);
+		msg_print(stderr, cli_prog, "kv", "%s", line);
 }
 
 static int open_image(struct fsck *f, char *err, size_t errlen)

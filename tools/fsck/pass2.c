@@ -78,25 +78,12 @@ static int damaged(struct fsck *f, enum fsck_pr code, uint64_t ino, uint64_t num
 	return 0;
 }
 
-/* Queue setting fields of ino for problem code (if the mode allows). */
+/* Queue setting a field of the inode just added for problem code (if the
+ * mode allows). */
 static int set_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, unsigned mask,
 		     uint64_t val)
 {
-	struct pend *pr = fsck_problem(f, code, p);
-	struct fino *fi = &f->ino[f->nino - 1];
-	struct fix *x;
-
-	if (!pr)
-		return 0;
-	x = fsck_fix_set(f, fi->ino, pr);
-	if (!x)
-		return -ENOMEM;
-	x->u.set.mask |= mask;
-	if (mask & SET_SIZE)
-		x->u.set.size = fi->size = val;
-	if (mask & SET_PARENT)
-		x->u.set.parent = val;
-	return 0;
+	return fsck_fix_field(f, code, p, &f->ino[f->nino - 1], mask, val);
 }
 
 static int check_fields(struct fsck *f, const struct kv_inode *in)
@@ -202,56 +189,60 @@ static int next_orphan(kv_iter *it, uint64_t *ino)
 	return rc == -ENOENT ? 0 : rc;
 }
 
-static int walk(struct fsck *f, kv_iter *it, kv_iter *oit)
-{
-	uint64_t ino, orphan;
-	const void *k, *v;
-	size_t kl, vl;
-	int rc, seen_root = 0;
+struct p2 {
+	kv_iter *oit;    /* the orphan database, walked in step */
+	uint64_t orphan; /* the next orphan's ino (UINT64_MAX: no more) */
+	int seen_root;
+};
 
-	rc = next_orphan(oit, &orphan);
-	while (!rc && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		fsck_tick(f, 1);
-		if (kl != 8 || (ino = kv_key_u64(k)) == 0) {
-			struct pend *pr = fsck_problem(f, PR_INODE_BAD_KEY,
-						       &(struct pctx){.num = kl});
-			if (pr)
-				rc = fsck_fix_del(f, KV_DB_INODE, k, kl, 0, pr);
-			continue;
-		}
-		if (ino > f->max_key)
-			f->max_key = ino;
-		if (!seen_root && ino > KV_ROOT_INO && (rc = root_repair(f, 0, 1)) < 0)
-			break;
-		rc = 0;
-		seen_root = 1;
-		while (!rc && orphan < ino)
-			rc = next_orphan(oit, &orphan);
-		if (!rc)
-			rc = check_inode(f, ino, v, vl, orphan == ino);
-	}
-	if (rc != -ENOENT)
-		return rc ? rc : -EIO;
-	if (!seen_root && (rc = root_repair(f, 0, 1)) < 0)
+static int inode_record(struct fsck_walk *w, const void *k, size_t kl, const void *v,
+			size_t vl)
+{
+	struct p2 *p = w->arg;
+	struct fsck *f = w->f;
+	uint64_t ino = kv_key_u64(k);
+	int rc;
+
+	if (ino == 0)
+		return fsck_bad_key(f, PR_INODE_BAD_KEY, KV_DB_INODE, k, kl);
+	if (ino > f->max_key)
+		f->max_key = ino;
+	if (!p->seen_root && ino > KV_ROOT_INO && (rc = root_repair(f, 0, 1)) < 0)
+		return rc;
+	rc = 0;
+	p->seen_root = 1;
+	while (!rc && p->orphan < ino)
+		rc = next_orphan(p->oit, &p->orphan);
+	return rc ? rc : check_inode(f, ino, v, vl, p->orphan == ino);
+}
+
+static int walk(struct fsck *f, kv_iter *oit)
+{
+	struct p2 p = {.oit = oit};
+	struct fsck_walk w = {.f = f, .arg = &p};
+	int rc = next_orphan(oit, &p.orphan);
+
+	if (!rc)
+		rc = fsck_walk(&w, KV_DB_INODE, 8, 8, PR_INODE_BAD_KEY, inode_record);
+	if (rc)
+		return rc;
+	if (!p.seen_root && (rc = root_repair(f, 0, 1)) < 0)
 		return rc;
 	return 0;
 }
 
 int fsck_pass2(struct fsck *f)
 {
-	kv_iter *it = NULL, *oit = NULL;
+	kv_iter *oit = NULL;
 	struct fino *root;
 	int rc;
 
 	rc = fsck_reserve(f, f->prog_total + 2, 1024);
 	if (!rc)
-		rc = kv_iter_open(f->txn, KV_DB_INODE, &it);
-	if (!rc)
 		rc = kv_iter_open(f->txn, KV_DB_ORPHAN, &oit);
 	if (!rc)
-		rc = walk(f, it, oit);
+		rc = walk(f, oit);
 	kv_iter_close(oit);
-	kv_iter_close(it);
 	if (!rc)
 		rc = fsck_reserve(f, 2, 2);
 	if (rc)

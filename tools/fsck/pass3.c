@@ -50,7 +50,6 @@ struct act {
 
 struct p3 {
 	struct fsck *f;
-	size_t pi;          /* merge position in f->ino (the parents) */
 	uint64_t skip_dir;  /* parent whose lists are skipped (reported missing) */
 	int skipping;
 	struct act *acts;   /* per entry of the current list */
@@ -61,14 +60,11 @@ struct p3 {
 
 static int note_pr(struct p3 *w, struct pend *pr)
 {
-	if (w->nprs == w->cap_prs) {
-		size_t cap = w->cap_prs ? w->cap_prs * 2 : 16;
-		size_t *n = realloc(w->prs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		w->prs = n;
-		w->cap_prs = cap;
-	}
+	size_t *prs = array_reserve(w->prs, &w->cap_prs, w->nprs + 1, sizeof(*prs), 16);
+
+	if (!prs)
+		return -ENOMEM;
+	w->prs = prs;
 	w->prs[w->nprs++] = (size_t)(pr - w->f->pend);
 	return 0;
 }
@@ -290,6 +286,7 @@ static int check_list(struct p3 *w, struct fino *pfi, uint64_t hash, const void 
 	struct fsck *f = w->f;
 	int last = -1, cut = 0, order = 0, changed = 0, rc;
 	struct kv_dirent de;
+	struct act *acts;
 	size_t off = 0, at, n = 0;
 	uint8_t slot;
 
@@ -301,14 +298,10 @@ static int check_list(struct p3 *w, struct fino *pfi, uint64_t hash, const void 
 			cut = rc < 0;
 			break;
 		}
-		if (n == w->cap_acts) {
-			size_t cap = w->cap_acts ? w->cap_acts * 2 : 64;
-			struct act *a = realloc(w->acts, cap * sizeof(*a));
-			if (!a)
-				return -ENOMEM;
-			w->acts = a;
-			w->cap_acts = cap;
-		}
+		acts = array_reserve(w->acts, &w->cap_acts, n + 1, sizeof(*acts), 64);
+		if (!acts)
+			return -ENOMEM;
+		w->acts = acts;
 		f->n_dirents++;
 		order |= (int)slot <= last;
 		last = slot;
@@ -358,40 +351,21 @@ static int no_dir(struct p3 *w, uint64_t dir, const struct fino *fi)
 	return 0;
 }
 
-static int walk(struct p3 *w, kv_iter *it)
+static int dirent_record(struct fsck_walk *fw, const void *k, size_t kl, const void *v,
+			 size_t vl)
 {
-	struct fsck *f = w->f;
-	const void *k, *v;
-	size_t kl, vl;
-	uint64_t dir;
-	int rc;
+	struct p3 *w = fw->arg;
+	uint64_t dir = kv_key_u64(k);
+	struct fino *pfi;
 
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		struct fino *pfi;
-
-		fsck_tick(f, 1);
-		if (kl != 16) {
-			struct pend *pr = fsck_problem(f, PR_DIRENT_BAD_KEY,
-						       &(struct pctx){.num = kl});
-			if (pr && (rc = fsck_fix_del(f, KV_DB_DIRENT, k, kl, 0, pr)) != 0)
-				return rc;
-			continue;
-		}
-		dir = kv_key_u64(k);
-		if (w->skipping && dir == w->skip_dir)
-			continue;
-		w->skipping = 0;
-		while (w->pi < f->nino && f->ino[w->pi].ino < dir)
-			w->pi++;
-		pfi = w->pi < f->nino && f->ino[w->pi].ino == dir ? &f->ino[w->pi] : NULL;
-		if (!pfi || !fino_live(pfi) || (pfi->flags & F_BAD) || !S_ISDIR(pfi->mode))
-			rc = no_dir(w, dir, pfi);
-		else
-			rc = check_list(w, pfi, kv_key_u64((const unsigned char *)k + 8), v, vl);
-		if (rc)
-			return rc;
-	}
-	return rc == -ENOENT ? 0 : rc;
+	(void)kl;
+	if (w->skipping && dir == w->skip_dir)
+		return 0;
+	w->skipping = 0;
+	pfi = fsck_merge(fw, dir);
+	if (!pfi || !fino_live(pfi) || (pfi->flags & F_BAD) || !S_ISDIR(pfi->mode))
+		return no_dir(w, dir, pfi);
+	return check_list(w, pfi, kv_key_u64((const unsigned char *)k + 8), v, vl);
 }
 
 /* ---------------------------------------------------------- reachability -- */
@@ -526,30 +500,21 @@ static int check_dirs(struct fsck *f)
 		struct fino *fi = &f->ino[fd->idx];
 		uint64_t want = fi->ino == KV_ROOT_INO ? KV_ROOT_INO : fd->named_by;
 		struct pctx p = {.ino = fi->ino};
-		struct pend *pr;
-		struct fix *x;
+		int rc;
 
 		if (!fino_live(fi) || (fi->flags & F_BAD))
 			continue;
 		if (fi->size != fd->entries) {
 			p.num = fi->size;
 			p.num2 = fd->entries;
-			if ((pr = fsck_problem(f, PR_DIR_SIZE, &p)) != NULL) {
-				if (!(x = fsck_fix_set(f, fi->ino, pr)))
-					return -ENOMEM;
-				x->u.set.mask |= SET_SIZE;
-				x->u.set.size = fi->size = fd->entries;
-			}
+			if ((rc = fsck_fix_field(f, PR_DIR_SIZE, &p, fi, SET_SIZE, p.num2)) != 0)
+				return rc;
 		}
 		if (want && fd->parent != want) {
 			p.num = fd->parent;
 			p.num2 = want;
-			if ((pr = fsck_problem(f, PR_DIR_PARENT, &p)) != NULL) {
-				if (!(x = fsck_fix_set(f, fi->ino, pr)))
-					return -ENOMEM;
-				x->u.set.mask |= SET_PARENT;
-				x->u.set.parent = fd->parent = want;
-			}
+			if ((rc = fsck_fix_field(f, PR_DIR_PARENT, &p, fi, SET_PARENT, want)) != 0)
+				return rc;
 		}
 	}
 	return 0;
@@ -558,7 +523,7 @@ static int check_dirs(struct fsck *f)
 int fsck_pass3(struct fsck *f)
 {
 	struct p3 w = {.f = f};
-	kv_iter *it;
+	struct fsck_walk fw = {.f = f, .arg = &w};
 	int rc;
 
 	if (!f->root_ok) {
@@ -567,11 +532,7 @@ int fsck_pass3(struct fsck *f)
 		fsck_info(f, "  no root directory: the tree is not checked");
 		return 0;
 	}
-	rc = kv_iter_open(f->txn, KV_DB_DIRENT, &it);
-	if (rc)
-		return rc;
-	rc = walk(&w, it);
-	kv_iter_close(it);
+	rc = fsck_walk(&fw, KV_DB_DIRENT, 16, 16, PR_DIRENT_BAD_KEY, dirent_record);
 	free(w.acts);
 	free(w.prs);
 	if (!rc)

@@ -35,9 +35,8 @@ int fsck_pass4(struct fsck *f)
 	for (size_t i = 0; i < f->nino; i++) {
 		struct fino *fi = &f->ino[i];
 		struct pctx p = {.ino = fi->ino};
-		struct pend *pr;
-		struct fix *x;
 		uint32_t want;
+		int rc;
 
 		fsck_tick(f, 1);
 		if (!fino_live(fi) || (fi->flags & (F_BAD | F_UNREACH)))
@@ -49,14 +48,8 @@ int fsck_pass4(struct fsck *f)
 			continue;
 		p.num = fi->nlink;
 		p.num2 = want;
-		pr = fsck_problem(f, PR_NLINK, &p);
-		if (!pr)
-			continue;
-		x = fsck_fix_set(f, fi->ino, pr);
-		if (!x)
-			return -ENOMEM;
-		x->u.set.mask |= SET_NLINK;
-		x->u.set.nlink = fi->nlink = want;
+		if ((rc = fsck_fix_field(f, PR_NLINK, &p, fi, SET_NLINK, want)) != 0)
+			return rc;
 	}
 	return 0;
 }

@@ -28,20 +28,10 @@
 static int check_count(struct fsck *f, struct fino *fi, uint64_t counted)
 {
 	struct pctx p = {.ino = fi->ino, .num = fi->nblocks, .num2 = counted};
-	struct pend *pr;
-	struct fix *x;
 
 	if (!fino_live(fi) || (fi->flags & F_BAD) || fi->nblocks == counted)
 		return 0;
-	pr = fsck_problem(f, PR_NBLOCKS, &p);
-	if (!pr)
-		return 0;
-	x = fsck_fix_set(f, fi->ino, pr);
-	if (!x)
-		return -ENOMEM;
-	x->u.set.mask |= SET_NBLOCKS;
-	x->u.set.nblocks = fi->nblocks = counted;
-	return 0;
+	return fsck_fix_field(f, PR_NBLOCKS, &p, fi, SET_NBLOCKS, counted);
 }
 
 /* Report problem code for the block at key; drop it when repaired.
@@ -92,61 +82,53 @@ static int check_block(struct fsck *f, struct fino *fi, uint64_t idx, const void
 	return 0;
 }
 
-static int walk(struct fsck *f, kv_iter *it)
+/* Check the block counts of the inodes the walk leaves behind: those below
+ * ino, or all that are left when last. */
+static int settle_counts(struct fsck_walk *w, uint64_t *counted, uint64_t ino, int last)
 {
-	const void *k, *v;
-	size_t kl, vl, ci = 0;
-	uint64_t counted = 0;
+	struct fsck *f = w->f;
 	int rc;
 
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		uint64_t ino, idx;
-		struct fino *fi;
-
-		fsck_tick(f, 1);
-		if (kl != 16) {
-			struct pend *pr = fsck_problem(f, PR_BLOCK_BAD_KEY,
-						       &(struct pctx){.num = kl});
-			if (pr && (rc = fsck_fix_del(f, KV_DB_DATA, k, kl, 0, pr)) != 0)
-				return rc;
-			continue;
-		}
-		ino = kv_key_u64(k);
-		idx = kv_key_u64((const unsigned char *)k + 8);
-		for (; ci < f->nino && f->ino[ci].ino < ino; ci++, counted = 0)
-			if ((rc = check_count(f, &f->ino[ci], counted)) != 0)
-				return rc;
-		f->n_blocks++;
-		fi = ci < f->nino && f->ino[ci].ino == ino ? &f->ino[ci] : NULL;
-		if (!fi || !fino_live(fi)) {
-			rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = idx}, k);
-			if (rc == 0 && ino > f->max_key)
-				f->max_key = ino; /* it stays: no new inode may inherit it */
-		} else {
-			rc = check_block(f, fi, idx, k, v, vl);
-			if (rc == 0)
-				counted++;
-		}
-		if (rc < 0)
-			return rc;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	for (; ci < f->nino; ci++, counted = 0)
-		if ((rc = check_count(f, &f->ino[ci], counted)) != 0)
+	for (; w->ci < f->nino && (last || f->ino[w->ci].ino < ino); w->ci++, *counted = 0)
+		if ((rc = check_count(f, &f->ino[w->ci], *counted)) != 0)
 			return rc;
 	return 0;
 }
 
+static int block_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct fsck *f = w->f;
+	uint64_t *counted = w->arg; /* blocks kept of the inode at w->ci */
+	uint64_t ino = kv_key_u64(k), idx = kv_key_u64((const unsigned char *)k + 8);
+	struct fino *fi;
+	int rc;
+
+	(void)kl;
+	if ((rc = settle_counts(w, counted, ino, 0)) != 0)
+		return rc;
+	f->n_blocks++;
+	fi = fsck_merge(w, ino);
+	if (!fi || !fino_live(fi)) {
+		rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = idx}, k);
+		if (rc == 0 && ino > f->max_key)
+			f->max_key = ino; /* it stays: no new inode may inherit it */
+	} else {
+		rc = check_block(f, fi, idx, k, v, vl);
+		if (rc == 0)
+			(*counted)++;
+	}
+	return rc < 0 ? rc : 0;
+}
+
 int fsck_pass5(struct fsck *f)
 {
-	kv_iter *it;
-	int rc = kv_iter_open(f->txn, KV_DB_DATA, &it);
+	uint64_t counted = 0;
+	struct fsck_walk w = {.f = f, .arg = &counted};
+	int rc;
 
-	if (rc)
-		return rc;
-	rc = walk(f, it);
-	kv_iter_close(it);
+	rc = fsck_walk(&w, KV_DB_DATA, 16, 16, PR_BLOCK_BAD_KEY, block_record);
+	if (!rc) /* the inodes past the last block */
+		rc = settle_counts(&w, &counted, 0, 1);
 	fsck_info(f, "  %llu blocks, %llu bytes verified", (unsigned long long)f->n_blocks,
 		  (unsigned long long)f->n_bytes);
 	return rc;

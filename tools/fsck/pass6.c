@@ -50,37 +50,21 @@ static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, cons
 	return 0;
 }
 
+static int xattr_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
+{
+	uint64_t ino = kv_key_u64(k);
+
+	(void)v;
+	w->f->n_xattrs++;
+	return check_xattr(w->f, fsck_merge(w, ino), ino, k, kl, vl);
+}
+
 int fsck_pass6(struct fsck *f)
 {
-	const void *k, *v;
-	size_t kl, vl, ci = 0;
-	kv_iter *it;
+	struct fsck_walk w = {.f = f};
 	int rc;
 
-	rc = kv_iter_open(f->txn, KV_DB_XATTR, &it);
-	if (rc)
-		return rc;
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		uint64_t ino;
-
-		fsck_tick(f, 1);
-		if (kl < 9 || kl > 8 + KV_XATTR_NAME_MAX) {
-			struct pend *pr = fsck_problem(f, PR_XATTR_BAD_KEY,
-						       &(struct pctx){.num = kl});
-			if (pr && (rc = fsck_fix_del(f, KV_DB_XATTR, k, kl, 0, pr)) != 0)
-				break;
-			continue;
-		}
-		ino = kv_key_u64(k);
-		while (ci < f->nino && f->ino[ci].ino < ino)
-			ci++;
-		f->n_xattrs++;
-		rc = check_xattr(f, ci < f->nino && f->ino[ci].ino == ino ? &f->ino[ci] : NULL,
-				 ino, k, kl, vl);
-		if (rc)
-			break;
-	}
-	kv_iter_close(it);
+	rc = fsck_walk(&w, KV_DB_XATTR, 9, 8 + KV_XATTR_NAME_MAX, PR_XATTR_BAD_KEY, xattr_record);
 	fsck_info(f, "  %llu extended attributes", (unsigned long long)f->n_xattrs);
-	return rc == -ENOENT ? 0 : rc;
+	return rc;
 }

@@ -82,38 +82,24 @@ static int check_counter(struct fsck *f)
 	return 0;
 }
 
+static int orphan_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
+{
+	uint64_t ino = kv_key_u64(k);
+
+	(void)kl;
+	(void)v;
+	(void)vl;
+	w->f->n_orphans++;
+	return check_orphan(w->f, fsck_merge(w, ino), ino, k);
+}
+
 int fsck_pass7(struct fsck *f)
 {
-	const void *k, *v;
-	size_t kl, vl, ci = 0;
-	kv_iter *it;
+	struct fsck_walk w = {.f = f};
 	int rc;
 
-	rc = kv_iter_open(f->txn, KV_DB_ORPHAN, &it);
+	rc = fsck_walk(&w, KV_DB_ORPHAN, 8, 8, PR_ORPHAN_BAD_KEY, orphan_record);
 	if (rc)
-		return rc;
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		uint64_t ino;
-
-		fsck_tick(f, 1);
-		if (kl != 8) {
-			struct pend *pr = fsck_problem(f, PR_ORPHAN_BAD_KEY,
-						       &(struct pctx){.num = kl});
-			if (pr && (rc = fsck_fix_del(f, KV_DB_ORPHAN, k, kl, 0, pr)) != 0)
-				break;
-			continue;
-		}
-		ino = kv_key_u64(k);
-		while (ci < f->nino && f->ino[ci].ino < ino)
-			ci++;
-		f->n_orphans++;
-		rc = check_orphan(f, ci < f->nino && f->ino[ci].ino == ino ? &f->ino[ci] : NULL,
-				  ino, k);
-		if (rc)
-			break;
-	}
-	kv_iter_close(it);
-	if (rc != -ENOENT)
 		return rc;
 	rc = check_counter(f);
 	fsck_info(f, "  %llu orphans; inode counter %s", (unsigned long long)f->n_orphans,

@@ -215,14 +215,9 @@ struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *
 	struct pend *pr;
 	char *msg, *fixq;
 
-	if (f->npend == f->cap_pend) {
-		size_t cap = f->cap_pend ? f->cap_pend * 2 : 64;
-		struct pend *n = realloc(f->pend, cap * sizeof(*n));
-		if (!n)
-			goto nomem;
-		f->pend = n;
-		f->cap_pend = cap;
-	}
+	if (!(pr = array_reserve(f->pend, &f->cap_pend, f->npend + 1, sizeof(*pr), 64)))
+		goto nomem;
+	f->pend = pr;
 	msg = expand_str(problems[code].msg, p);
 	fixq = expand_str(problems[code].fix, p);
 	if (!msg || !fixq) {

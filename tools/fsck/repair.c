@@ -50,20 +50,60 @@ void fsck_snapshot_end(struct fsck *f, int final)
 	f->txn = NULL;
 }
 
+/* ---------------------------------------------------------------- walk -- */
+
+struct pass_walk {
+	struct fsck_walk *w;
+	enum kv_db db;
+	size_t kmin, kmax;
+	enum fsck_pr bad_key;
+	fsck_record_fn *fn;
+};
+
+static int pass_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct pass_walk *p = arg;
+
+	fsck_tick(p->w->f, 1);
+	if (kl < p->kmin || kl > p->kmax)
+		return fsck_bad_key(p->w->f, p->bad_key, p->db, k, kl);
+	return p->fn(p->w, k, kl, v, vl);
+}
+
+int fsck_walk(struct fsck_walk *w, enum kv_db db, size_t kmin, size_t kmax, enum fsck_pr bad_key,
+	      fsck_record_fn *fn)
+{
+	struct pass_walk p = {.w = w, .db = db, .kmin = kmin, .kmax = kmax, .bad_key = bad_key,
+			      .fn = fn};
+
+	return walk_records(w->f->txn, db, NULL, 0, pass_record, &p);
+}
+
+int fsck_bad_key(struct fsck *f, enum fsck_pr code, enum kv_db db, const void *k, size_t kl)
+{
+	struct pend *pr = fsck_problem(f, code, &(struct pctx){.num = kl});
+
+	return pr ? fsck_fix_del(f, db, k, kl, 0, pr) : 0;
+}
+
+struct fino *fsck_merge(struct fsck_walk *w, uint64_t ino)
+{
+	const struct fsck *f = w->f;
+
+	while (w->ci < f->nino && f->ino[w->ci].ino < ino)
+		w->ci++;
+	return w->ci < f->nino && f->ino[w->ci].ino == ino ? &f->ino[w->ci] : NULL;
+}
+
 /* --------------------------------------------------------------- queue -- */
 
 struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pend *pr)
 {
 	struct fix *x;
 
-	if (f->nfixes == f->cap_fixes) {
-		size_t cap = f->cap_fixes ? f->cap_fixes * 2 : 256;
-		struct fix *n = realloc(f->fixes, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		f->fixes = n;
-		f->cap_fixes = cap;
-	}
+	if (!(x = array_reserve(f->fixes, &f->cap_fixes, f->nfixes + 1, sizeof(*x), 256)))
+		return NULL;
+	f->fixes = x;
 	x = &f->fixes[f->nfixes];
 	memset(x, 0, sizeof(*x));
 	x->kind = kind;
@@ -83,6 +123,33 @@ struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr)
 		return x;
 	}
 	return fsck_fix(f, FX_INODE_SET, ino, pr);
+}
+
+int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, struct fino *fi,
+		   unsigned mask, uint64_t val)
+{
+	struct pend *pr = fsck_problem(f, code, p);
+	struct fdir *fd = fino_dir(f, fi);
+	struct fix *x;
+
+	if (!pr)
+		return 0;
+	x = fsck_fix_set(f, fi->ino, pr);
+	if (!x)
+		return -ENOMEM;
+	x->u.set.mask |= mask;
+	if (mask & SET_NLINK)
+		x->u.set.nlink = fi->nlink = (uint32_t)val;
+	if (mask & SET_SIZE)
+		x->u.set.size = fi->size = val;
+	if (mask & SET_NBLOCKS)
+		x->u.set.nblocks = fi->nblocks = val;
+	if (mask & SET_PARENT) {
+		x->u.set.parent = val;
+		if (fd)
+			fd->parent = val;
+	}
+	return 0;
 }
 
 void fsck_attach(struct fsck *f, struct pend *pr, struct fix *x)

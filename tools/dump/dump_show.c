@@ -55,15 +55,11 @@ struct child_list {
 static int add_child(void *arg, const struct kv_dirent *de)
 {
 	struct child_list *l = arg;
+	struct child *v = array_reserve(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct child *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
 	l->v[l->n++] = (struct child){de->name, de->namelen, de->ino};
 	return 0;
 }
@@ -134,13 +130,13 @@ static void tree_dir(struct dump *d, struct inomap *onpath, uint64_t ino, int de
 
 		rc = kv_inode_get(d->t, v[i].ino, &in);
 		if (rc) {
-			fflush(stdout);
-			fprintf(stderr, "%s: directory %llu: entry '", cli_prog,
-				(unsigned long long)ino);
-			cli_put_escaped(stderr, v[i].name, v[i].len);
-			fprintf(stderr, "': inode %llu: %s\n", (unsigned long long)v[i].ino,
-				rc == -ENOENT ? "missing" : strerror(-rc));
-			d->errors++;
+			char *name = cli_quote(v[i].name, v[i].len);
+
+			dump_error(d, "directory %llu: entry %s: inode %llu: %s",
+				   (unsigned long long)ino, name ? name : "'?'",
+				   (unsigned long long)v[i].ino,
+				   rc == -ENOENT ? "missing" : strerror(-rc));
+			free(name);
 			continue;
 		}
 		tree_line(&in, depth + 1, v[i].name, v[i].len);

@@ -15,6 +15,7 @@
 #ifndef KVFS_DUMP_H
 #define KVFS_DUMP_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "kv.h"
@@ -45,8 +46,11 @@ int dump_inode(struct dump *d, const struct dump_args *a);
 int dump_keys(struct dump *d, const struct dump_args *a);
 int dump_export(struct dump *d, const struct dump_args *a);
 
-/* Report damage or a failure (d->errors counts them): "PROG: message". */
+/* Report damage or a failure (d->errors counts them): "PROG: message",
+ * after the progress line is erased and standard output flushed. */
 void dump_error(struct dump *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same about path (NULL: none): "PROG: 'PATH': message". */
+void dump_verror_at(struct dump *d, const char *path, const char *fmt, va_list ap);
 /* The inode a path ("/", "/a/b") names. -ENOENT, -ENOTDIR, or an error. */
 int dump_resolve(struct dump *d, const char *path, uint64_t *ino);
 /* Call fn for each entry of directory dir, in key order, read from its raw

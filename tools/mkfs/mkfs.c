@@ -119,7 +119,7 @@ int cmd_mkfs(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "b:L:d:fqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
-			if (cli_parse_size(optarg, &bs) || bs < KV_BLOCK_SIZE_MIN ||
+			if (size_parse(optarg, &bs) || bs < KV_BLOCK_SIZE_MIN ||
 			    bs > KV_BLOCK_SIZE_MAX) {
 				cli_error("invalid block size '%s' (%d to %d bytes)", optarg,
 					  KV_BLOCK_SIZE_MIN, KV_BLOCK_SIZE_MAX);

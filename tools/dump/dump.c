@@ -38,6 +38,7 @@
 #include "cli.h"
 #include "dump.h"
 #include "dump_export.h"
+#include "walk.h"
 
 static int dump_backup(struct dump *d, const struct dump_args *a);
 
@@ -209,17 +210,20 @@ static int parse_export(struct dump_args *a, int argc, char **argv)
 
 /* ------------------------------------------------------------- helpers -- */
 
+void dump_verror_at(struct dump *d, const char *path, const char *fmt, va_list ap)
+{
+	d->errors++;
+	fflush(stdout);
+	progress_clear(&d->prog);
+	cli_verror_at(path, fmt, ap);
+}
+
 void dump_error(struct dump *d, const char *fmt, ...)
 {
 	va_list ap;
 
-	d->errors++;
-	fflush(stdout);
-	progress_clear(&d->prog);
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cli_prog);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	dump_verror_at(d, NULL, fmt, ap);
 	va_end(ap);
 }
 
@@ -244,43 +248,47 @@ int dump_name_ok(const char *name, size_t len)
 	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg)
-{
-	unsigned char key[8];
-	const void *k, *v;
-	size_t kl, vl;
-	kv_iter *it;
-	int rc;
+struct dir_walk {
+	struct dump *d;
+	uint64_t dir;
+	dump_dirent_fn fn;
+	void *arg;
+};
 
-	rc = kv_iter_open(d->t, KV_DB_DIRENT, &it);
+/* One dirent record of the directory: each entry of its list to fn. */
+static int dir_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct dir_walk *w = arg;
+	struct kv_dirent de;
+	size_t off = 0;
+	int drc, rc = 0;
+
+	if (kl < 8 || kv_key_u64(k) != w->dir)
+		return WALK_DONE; /* past the directory's keys */
+	if (kl != 16) {
+		dump_error(w->d, "directory %llu: malformed dirent key; skipped",
+			   (unsigned long long)w->dir);
+		return 0;
+	}
+	while ((drc = kv_decode_dirent(v, vl, &off, &de, NULL)) == 0 &&
+	       (rc = w->fn(w->arg, &de)) == 0)
+		;
 	if (rc)
 		return rc;
-	kv_key_put_u64(key, dir);
-	rc = kv_iter_seek(it, key, sizeof(key));
-	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		struct kv_dirent de;
-		size_t off = 0;
-		int drc;
+	if (drc < 0 || off == 0)
+		dump_error(w->d, "directory %llu: malformed dirent list (hash %#llx); skipped",
+			   (unsigned long long)w->dir,
+			   (unsigned long long)kv_key_u64((const char *)k + 8));
+	return 0;
+}
 
-		if (kl < 8 || kv_key_u64(k) != dir)
-			break;
-		if (kl != 16) {
-			dump_error(d, "directory %llu: malformed dirent key; skipped",
-				   (unsigned long long)dir);
-			continue;
-		}
-		while ((drc = kv_decode_dirent(v, vl, &off, &de, NULL)) == 0 &&
-		       (rc = fn(arg, &de)) == 0)
-			;
-		if (rc)
-			break;
-		if (drc < 0 || off == 0)
-			dump_error(d, "directory %llu: malformed dirent list (hash %#llx); skipped",
-				   (unsigned long long)dir,
-				   (unsigned long long)kv_key_u64((const char *)k + 8));
-	}
-	kv_iter_close(it);
-	return rc == -ENOENT ? 0 : rc;
+int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg)
+{
+	struct dir_walk w = {.d = d, .dir = dir, .fn = fn, .arg = arg};
+	unsigned char key[8];
+
+	kv_key_put_u64(key, dir);
+	return walk_records(d->t, KV_DB_DIRENT, key, sizeof(key), dir_record, &w);
 }
 
 int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
@@ -328,24 +336,30 @@ struct counts {
 	uint64_t block_bytes, inline_bytes, xattr_bytes;
 };
 
+typedef void count_fn(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+		      const void *v, size_t vl);
+
+struct count_walk {
+	struct dump *d;
+	struct counts *c;
+	count_fn *fn;
+};
+
+static int count_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct count_walk *w = arg;
+
+	w->fn(w->d, w->c, k, kl, v, vl);
+	return 0;
+}
+
 /* Walk one database, calling fn for each record; -EIO-style damage inside a
  * record is fn's to report. */
-static int walk_db(struct dump *d, enum kv_db db, struct counts *c,
-		   void (*fn)(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
-			      const void *v, size_t vl))
+static int walk_db(struct dump *d, enum kv_db db, struct counts *c, count_fn *fn)
 {
-	const void *k, *v;
-	size_t kl, vl;
-	kv_iter *it;
-	int rc;
+	struct count_walk w = {.d = d, .c = c, .fn = fn};
 
-	rc = kv_iter_open(d->t, db, &it);
-	if (rc)
-		return rc;
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0)
-		fn(d, c, k, kl, v, vl);
-	kv_iter_close(it);
-	return rc == -ENOENT ? 0 : rc;
+	return walk_records(d->t, db, NULL, 0, count_record, &w);
 }
 
 static void count_inode(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,

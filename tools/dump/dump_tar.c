@@ -199,15 +199,11 @@ free_sink:
 
 static int set_name(struct tarsink *s, const char *path, char **out)
 {
-	size_t n = strlen(path) + 3;
+	char *p = array_reserve(s->name, &s->namecap, strlen(path) + 3, 1, 256);
 
-	if (n > s->namecap) {
-		char *p = realloc(s->name, n * 2);
-		if (!p)
-			return -ENOMEM;
-		s->name = p;
-		s->namecap = n * 2;
-	}
+	if (!p)
+		return -ENOMEM;
+	s->name = p;
 	strcpy(s->name, "./");
 	if (strcmp(path, ".") != 0)
 		strcat(s->name, path);
@@ -221,6 +217,7 @@ static int add_region(void *arg, uint64_t off, const void *data, size_t len)
 {
 	struct tarsink *s = arg;
 	uint64_t end = (off + len + 511) / 512 * 512;
+	struct region *r;
 
 	(void)data;
 	off = off / 512 * 512;
@@ -231,14 +228,10 @@ static int add_region(void *arg, uint64_t off, const void *data, size_t len)
 		return 0;
 	}
 	len = (size_t)(end - off);
-	if (s->nreg == s->capreg) {
-		size_t cap = s->capreg ? s->capreg * 2 : 64;
-		struct region *r = realloc(s->reg, cap * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		s->reg = r;
-		s->capreg = cap;
-	}
+	r = array_reserve(s->reg, &s->capreg, s->nreg + 1, sizeof(*r), 64);
+	if (!r)
+		return -ENOMEM;
+	s->reg = r;
 	s->reg[s->nreg++] = (struct region){off, len};
 	return 0;
 }
@@ -376,9 +369,7 @@ static int tar_entry(struct export *x, const struct xent *e)
 	int rc;
 
 	if (S_ISSOCK(e->in->mode)) {
-		fprintf(stderr, "%s: '", cli_prog);
-		cli_put_escaped(stderr, e->path, strlen(e->path));
-		fputs("': a socket has no tar form; left out\n", stderr);
+		cli_error_at(e->path, "a socket has no tar form; left out");
 		return -1;
 	}
 	if (set_name(s, e->path, &name))

@@ -115,13 +115,9 @@ static void fail(struct loader *L, const char *path, const char *fmt, ...)
 	va_list ap;
 
 	progress_clear(&L->prog);
-	fprintf(stderr, "%s: '", cli_prog);
-	cli_put_escaped(stderr, path, strlen(path));
-	fputs("': ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_verror_at(path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void show_progress(struct loader *L)
@@ -523,17 +519,14 @@ static int load_data(struct loader *L, int fd, uint64_t ino, uint64_t size)
 
 static int path_push(struct loader *L, const char *name)
 {
-	size_t len = strlen(name), need = L->pathlen + 1 + len + 1;
+	size_t len = strlen(name);
+	char *p = array_reserve(L->path, &L->pathcap, L->pathlen + 1 + len + 1, 1, 256);
 
-	if (need > L->pathcap) {
-		char *p = realloc(L->path, need * 2);
-		if (!p) {
-			fail(L, L->path, "out of memory");
-			return -1;
-		}
-		L->path = p;
-		L->pathcap = need * 2;
+	if (!p) {
+		fail(L, L->path, "out of memory");
+		return -1;
 	}
+	L->path = p;
 	L->path[L->pathlen++] = '/';
 	memcpy(L->path + L->pathlen, name, len + 1);
 	L->pathlen += len;
@@ -578,13 +571,9 @@ static int read_names(struct loader *L, int fd, char ***out, size_t *n)
 	while ((errno = 0, de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 32;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv)
-				break;
-			v = nv;
-		}
+		if (!(nv = array_reserve(v, &cap, *n + 1, sizeof(*v), 32)))
+			break;
+		v = nv;
 		if (!(v[*n] = strdup(de->d_name)))
 			break;
 		(*n)++;

@@ -52,19 +52,9 @@ void export_error(struct export *x, const struct xent *e, const char *fmt, ...)
 {
 	va_list ap;
 
-	x->d->errors++;
-	fflush(stdout);
-	progress_clear(&x->d->prog);
-	fprintf(stderr, "%s: '", cli_prog);
-	if (e)
-		cli_put_escaped(stderr, e->path, strlen(e->path));
-	else
-		cli_put_escaped(stderr, x->dest, strlen(x->dest));
-	fputs("': ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	dump_verror_at(x->d, e ? e->path : x->dest, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void progress_line(struct export *x, double frac)
@@ -164,16 +154,11 @@ struct walk {
 
 static int path_push(struct export *x, const char *name, size_t len)
 {
-	size_t need = x->pathlen + 1 + len + 1;
+	char *p = array_reserve(x->path, &x->pathcap, x->pathlen + 1 + len + 1, 1, 256);
 
-	if (need > x->pathcap) {
-		size_t cap = need * 2;
-		char *p = realloc(x->path, cap);
-		if (!p)
-			return -ENOMEM;
-		x->path = p;
-		x->pathcap = cap;
-	}
+	if (!p)
+		return -ENOMEM;
+	x->path = p;
 	if (x->pathlen)
 		x->path[x->pathlen++] = '/';
 	memcpy(x->path + x->pathlen, name, len);
@@ -260,35 +245,26 @@ static int gather(void *arg, const struct kv_dirent *de)
 {
 	struct listing *l = arg;
 	struct export *x = l->x;
+	struct lent *ents;
+	char *names;
 
 	if (!dump_name_ok(de->name, de->namelen)) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
-		fflush(stdout);
-		progress_clear(&x->d->prog);
-		fprintf(stderr, "%s: '", cli_prog);
-		cli_put_escaped(stderr, p.path, strlen(p.path));
-		fputs("': an entry with an impossible name ('", stderr);
-		cli_put_escaped(stderr, de->name, de->namelen);
-		fputs("'); skipped\n", stderr);
-		x->d->errors++;
+		char *name = cli_quote(de->name, de->namelen);
+
+		export_error(x, &p, "an entry with an impossible name (%s); skipped",
+			     name ? name : "'?'");
+		free(name);
 		return 0;
 	}
-	if (l->nlen + de->namelen > l->ncap) {
-		size_t cap = (l->nlen + de->namelen) * 2 + 4096;
-		char *p = realloc(l->names, cap);
-		if (!p)
-			return -ENOMEM;
-		l->names = p;
-		l->ncap = cap;
-	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct lent *e = realloc(l->ents, cap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		l->ents = e;
-		l->cap = cap;
-	}
+	names = array_reserve(l->names, &l->ncap, l->nlen + de->namelen, 1, 4096);
+	if (!names)
+		return -ENOMEM;
+	l->names = names;
+	ents = array_reserve(l->ents, &l->cap, l->n + 1, sizeof(*ents), 64);
+	if (!ents)
+		return -ENOMEM;
+	l->ents = ents;
 	memcpy(l->names + l->nlen, de->name, de->namelen);
 	l->ents[l->n++] = (struct lent){l->nlen, de->namelen, de->ino};
 	l->nlen += de->namelen;
@@ -414,7 +390,7 @@ out:
 
 struct dirsink {
 	int *fds;          /* open directories from DEST down to the current one */
-	int nfds, capfds;
+	size_t nfds, capfds;
 	int have_proc;     /* /proc/self/fd reaches entries that cannot be opened */
 	unsigned char *buf; /* file data waiting to be written */
 	uint64_t buf_off;
@@ -429,11 +405,11 @@ static int dir_open(struct export *x)
 	DIR *dir;
 	int fd = -1, empty = 1;
 
-	if (!s || !(s->buf = malloc(WBUF_SIZE)) || !(s->fds = malloc(16 * sizeof(int)))) {
+	if (!s || !(s->buf = malloc(WBUF_SIZE)) ||
+	    !(s->fds = array_reserve(NULL, &s->capfds, 1, sizeof(int), 16))) {
 		export_error(x, NULL, "out of memory");
 		goto free_sink;
 	}
-	s->capfds = 16;
 	s->have_proc = access("/proc/self/fd", X_OK) == 0;
 	if (mkdir(x->dest, 0700) != 0 && errno != EEXIST) {
 		export_error(x, NULL, "cannot create: %s", strerror(errno));
@@ -633,7 +609,7 @@ static int dir_file(struct export *x, const struct xent *e, int dirfd)
 static int dir_push(struct export *x, const struct xent *e, int dirfd)
 {
 	struct dirsink *s = x->priv;
-	int fd;
+	int fd, *fds;
 
 	if (mkdirat(dirfd, e->name, 0700) != 0) {
 		export_error(x, e, "cannot create: %s", strerror(errno));
@@ -644,16 +620,13 @@ static int dir_push(struct export *x, const struct xent *e, int dirfd)
 		export_error(x, e, "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	if (s->nfds == s->capfds) {
-		int *n = realloc(s->fds, (size_t)s->capfds * 2 * sizeof(int));
-		if (!n) {
-			close(fd);
-			x->fatal = 1;
-			return -1;
-		}
-		s->fds = n;
-		s->capfds *= 2;
+	fds = array_reserve(s->fds, &s->capfds, s->nfds + 1, sizeof(*fds), 16);
+	if (!fds) {
+		close(fd);
+		x->fatal = 1;
+		return -1;
 	}
+	s->fds = fds;
 	s->fds[s->nfds++] = fd;
 	return 0;
 }
@@ -723,7 +696,7 @@ static int dir_close(struct export *x)
 {
 	struct dirsink *s = x->priv;
 
-	for (int i = 0; i < s->nfds; i++)
+	for (size_t i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	free(s->fds);
 	free(s->buf);
