@@ -98,7 +98,7 @@ void fs_itable_drop_appends(uint64_t ino);
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);
 
-/* Handlers, by family (inode.c, dir.c, file.c, xattr.c). */
+/* Handlers, by family (session.c, inode.c, dir.c, file.c, xattr.c). */
 void fs_op_init(void *userdata, struct fuse_conn_info *conn);
 void fs_op_destroy(void *userdata);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -147,10 +147,23 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* main.c: log lines go to stderr in the foreground, to syslog when daemonized */
+/* session.c: the handlers' table */
+extern const struct fuse_lowlevel_ops fs_ops;
+/* session.c: log lines go to stderr in the foreground, to syslog when
+ * daemonized (after fs_log_to_syslog); fs_log_line is also the store's log */
 void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* main.c: the request being processed by this thread (for direct replies) */
+void fs_log_line(const char *line);
+void fs_log_to_syslog(void);
+/* session.c: the request being processed by this thread (for direct replies) */
 uint64_t fs_req_unique(void);
+/* session.c: start fs.cfg.threads workers on fs.se (0, or -ENOMEM); after
+ * the session has exited, wait for every one of them and join it. */
+int fs_workers_start(void);
+void fs_workers_stop(void);
+
+/* options.c: the command line into fs.cfg. Returns the exit code to use now
+ * (after --help, --version, or a message saying what was wrong), or -1 to
+ * go on. */
+int fs_options_parse(struct fuse_args *args);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * inode.c - attributes (getattr, setattr), statfs, forgetting inodes and
- * freeing orphans, and the session's init and destroy.
+ * freeing orphans.
  *
  * Invariants:
  *  1. getattr reads through the thread's recycled read transaction and
@@ -545,38 +545,4 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_files = u.inodes + sv.f_ffree;
 	sv.f_namemax = KV_NAME_MAX;
 	fuse_reply_statfs(req, &sv);
-}
-
-/* ------------------------------------------------------------- session -- */
-
-void fs_op_init(void *userdata, struct fuse_conn_info *conn)
-{
-	(void)userdata;
-	if (fs.cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
-		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	else
-		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-	/* what the kernel will do, not what was asked for (setattr and lseek
-	 * act on it) */
-	fs.cfg.writeback = !!(conn->want & FUSE_CAP_WRITEBACK_CACHE);
-	if (fs.cfg.cache_symlinks && (conn->capable & FUSE_CAP_CACHE_SYMLINKS))
-		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	if (!fs.cfg.readdirplus)
-		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
-	/* O_TRUNC arrives as a SETATTR of size 0: with atomic_o_trunc the
-	 * kernel leaves the truncation to OPEN, which skip_open never sends
-	 * and fs_op_open would not do, and the old bytes stayed in the store */
-	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
-	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-	conn->max_write = fs.cfg.max_write;
-	if (conn->max_readahead > (1u << 20))
-		conn->max_readahead = 1u << 20;
-	conn->time_gran = 1;
-}
-
-void fs_op_destroy(void *userdata)
-{
-	(void)userdata;
-	/* the kernel has let go of everything: free the orphans now */
-	fs_purge_orphans();
 }
