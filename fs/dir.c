@@ -45,39 +45,42 @@ static void touch_dir(struct kv_inode *dir, int64_t now)
 
 /* --------------------------------------------------------------- lookup -- */
 
+struct name {
+	uint64_t parent;
+	const char *name;
+	size_t len;
+};
+
+static int find_name(kv_txn *t, const void *arg, struct kv_inode *in)
+{
+	const struct name *n = arg;
+	struct kv_dirent de;
+	int rc = kv_inode_get(t, n->parent, in);
+
+	if (rc == 0 && !S_ISDIR(in->mode))
+		rc = -ENOTDIR;
+	if (rc == 0)
+		rc = kv_dirent_lookup(t, n->parent, n->name, n->len, &de);
+	if (rc == 0)
+		rc = kv_inode_get(t, de.ino, in);
+	return rc;
+}
+
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct name n = {.parent = parent, .name = name, .len = strlen(name)};
 	struct fuse_entry_param e;
-	struct kv_dirent de;
 	struct kv_inode in;
-	size_t len = strlen(name);
-	int rc, settled = 0;
-	kv_txn *t;
+	int rc;
 
-	if (len > KV_NAME_MAX) {
+	if (n.len > KV_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-again:
-	rc = kv_read_begin(fs.env, &t);
-	if (rc)
-		goto reply_err;
-	rc = kv_inode_get(t, parent, &in);
-	if (rc == 0 && !S_ISDIR(in.mode))
-		rc = -ENOTDIR;
-	if (rc == 0)
-		rc = kv_dirent_lookup(t, parent, name, len, &de);
-	if (rc == 0)
-		rc = kv_inode_get(t, de.ino, &in);
-	if (rc == 0)
-		fs_fill_entry(&in, &e);
-	kv_read_end(t);
 	/* the kernel forgot the inode and takes its times from here */
-	if (rc == 0 && !settled && fs_times_settle(e.ino)) {
-		settled = 1;
-		goto again;
-	}
+	rc = fs_attr_read(find_name, &n, &in);
 	if (rc == 0) {
+		fs_fill_entry(&in, &e);
 		fs_itable_ref(e.ino);
 		fuse_reply_entry(req, &e);
 		return;
@@ -89,7 +92,6 @@ again:
 		fuse_reply_entry(req, &e);
 		return;
 	}
-reply_err:
 	fuse_reply_err(req, -rc);
 }
 
@@ -606,7 +608,7 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	fs_times_settle(0); /* everything before it, as fsync */
+	fs_pending_settle(0); /* everything before it, as fsync */
 	fuse_reply_err(req, -kv_sync(fs.env));
 }
 
@@ -649,11 +651,8 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int
 
 	if (size > sizeof(buf))
 		size = sizeof(buf);
-	/* the entries' times are the kernel's from here; settling them all
-	 * commits early what would have been committed within 50 ms anyway */
-	if (plus)
-		fs_times_settle(0);
-	rc = kv_read_begin(fs.env, &t);
+	/* the entries' times are the kernel's from here */
+	rc = plus ? fs_attr_read_begin(&t) : kv_read_begin(fs.env, &t);
 	if (rc)
 		goto reply_err;
 	rc = kv_inode_get(t, ino, &dir);

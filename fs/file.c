@@ -75,7 +75,7 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	fs_itable_settled(ino);
 	/* every write before this was committed before it was answered; the
 	 * times the kernel wrote back (of any file) may still be queued */
-	fs_times_settle(0);
+	fs_pending_settle(0);
 	fuse_reply_err(req, -kv_sync(fs.env));
 }
 

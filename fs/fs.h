@@ -54,8 +54,24 @@ struct fs {
 
 extern struct fs fs;
 
-/* inode.c */
-void fs_fill_stat(const struct kv_inode *in, struct stat *st);
+/* inode.c: the attributes to reply with. Every reply that gives an inode's
+ * attributes takes them from here, where the lazy-times rule holds: what is
+ * pending for the inode (pending.c) is committed before a reply gives it.
+ *   fs_attr_read        one inode that find gets in a read transaction
+ *                       (by number: fs_attr_get; by name: lookup)
+ *   fs_attr_read_begin  the read transaction of a listing that gives the
+ *                       attributes of inodes not known before (readdirplus)
+ *   fs_attr_fill        the stat of an inode read through one of these, or
+ *                       as a writer op left it (the writer applied every
+ *                       change queued before the op: nothing is pending)
+ * The read paths allocate nothing. */
+typedef int (*fs_find_fn)(kv_txn *t, const void *arg, struct kv_inode *in);
+/* find's result (0 or -errno) with *in read once nothing was pending for
+ * it; in->inline_data is cleared (the transaction has ended). */
+int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in);
+int fs_attr_get(uint64_t ino, struct kv_inode *in);
+int fs_attr_read_begin(kv_txn **t);
+void fs_attr_fill(const struct kv_inode *in, struct stat *st);
 void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e);
 int64_t fs_now_ns(void);
 /* Drop one link of inode in (already loaded, nlink > 0) in a write txn: an
@@ -68,10 +84,26 @@ void fs_maybe_touch_atime(const struct kv_inode *in);
 /* Begin a read transaction and get inode ino in it: 0 with *t open (the
  * caller ends it), or -errno with none left open. */
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);
-/* Wait until the time updates queued for ino (0: for any inode) are
- * committed: 1 when there were some, 0 (one atomic load while none is
- * queued for any inode) when not. */
-int fs_times_settle(uint64_t ino);
+
+/* pending.c: the changes queued for the next batch and not yet committed,
+ * by inode; today the times a SETATTR stores lazily. */
+enum { FS_PENDING_TIMES = 1 };
+struct fs_pending {
+	uint64_t ino;
+	unsigned what;              /* FS_PENDING_* */
+	int64_t mtime_ns, ctime_ns; /* FS_PENDING_TIMES */
+};
+/* Queue p's change for the next batch (kv_submit_lazy with op_flags): it is
+ * pending until that batch has committed. -EBUSY when the table is full, or
+ * the store's error: nothing is queued, the caller makes the change. */
+int fs_pending_queue(const struct fs_pending *p, unsigned op_flags);
+/* Whether changes of ino (0: of any inode) are pending. */
+int fs_pending_has(uint64_t ino);
+/* Wait until the changes pending for ino (0: for every inode) are
+ * committed: 1 when there were some, 0 (one atomic load while nothing is
+ * pending) when not. Only the attribute entry point (fs_attr_*), fsync and
+ * fsyncdir call it. */
+int fs_pending_settle(uint64_t ino);
 
 /* itable.c: the kernel's lookup counts */
 int fs_itable_init(void);

@@ -1,6 +1,6 @@
 /*
- * inode.c - attributes (getattr, setattr), statfs, forgetting inodes and
- * freeing orphans.
+ * inode.c - the attributes to reply with, getattr and setattr, statfs,
+ * forgetting inodes and freeing orphans.
  *
  * Invariants:
  *  1. getattr reads through the thread's recycled read transaction and
@@ -9,12 +9,11 @@
  *  2. An inode without links is purged only when the kernel holds no
  *     reference to it (itable.c); the purge re-checks the link count in the
  *     writer, so a rolled-back unlink can never free a live inode.
- *  3. A time update queued lazily (setattr_lazily) is committed before any
- *     reply that gives the inode's times back, and before fsync's sync.
+ *  3. A time update queued lazily (setattr_lazily, pending.c) is committed
+ *     before any reply that gives the inode's times back (the fs_attr_*
+ *     entry point), and before fsync's sync.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -39,7 +38,7 @@ static struct timespec ts_of(int64_t ns)
 	return ts;
 }
 
-void fs_fill_stat(const struct kv_inode *in, struct stat *st)
+void fs_attr_fill(const struct kv_inode *in, struct stat *st)
 {
 	uint64_t pages = (fs.block_size + 24 + 4095) / 4096;
 
@@ -65,7 +64,7 @@ void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e)
 	e->generation = 1;
 	e->attr_timeout = fs.cfg.timeout;
 	e->entry_timeout = fs.cfg.timeout;
-	fs_fill_stat(in, &e->attr);
+	fs_attr_fill(in, &e->attr);
 }
 
 int fs_drop_link(kv_txn *t, struct kv_inode *in)
@@ -239,6 +238,45 @@ int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 	return rc;
 }
 
+static int find_ino(kv_txn *t, const void *arg, struct kv_inode *in)
+{
+	return kv_inode_get(t, *(const uint64_t *)arg, in);
+}
+
+/* Read first, settle after: while nothing is pending (nearly always) the
+ * rule costs one atomic load; when something was, it is committed now and
+ * the inode read again. */
+int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in)
+{
+	int rc, settled = 0;
+	kv_txn *t;
+
+	for (;;) {
+		rc = kv_read_begin(fs.env, &t);
+		if (rc)
+			return rc;
+		rc = find(t, arg, in);
+		in->inline_data = NULL; /* into the map: gone with the transaction */
+		kv_read_end(t);
+		if (rc || settled || !fs_pending_settle(in->ino))
+			return rc;
+		settled = 1;
+	}
+}
+
+int fs_attr_get(uint64_t ino, struct kv_inode *in)
+{
+	return fs_attr_read(find_ino, &ino, in);
+}
+
+/* The inodes are not known before the listing finds them: settling them all
+ * commits early what would have been committed within KV_LAZY_MS anyway. */
+int fs_attr_read_begin(kv_txn **t)
+{
+	fs_pending_settle(0);
+	return kv_read_begin(fs.env, t);
+}
+
 /* Less room than one write request brings. */
 static int no_room(void)
 {
@@ -249,7 +287,6 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kv_inode in;
 	struct stat st;
-	kv_txn *t;
 	int rc;
 
 	if (fi && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room())) {
@@ -260,14 +297,12 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}
-	fs_times_settle(ino);
-	rc = fs_read_inode(ino, &t, &in);
+	rc = fs_attr_get(ino, &in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fs_fill_stat(&in, &st);
-	kv_read_end(t);
+	fs_attr_fill(&in, &st);
 	fuse_reply_attr(req, &st, fs.cfg.timeout);
 }
 
@@ -338,112 +373,6 @@ static int apply_setattr(kv_txn *t, void *arg)
 	return kv_inode_put(t, in);
 }
 
-/* ------------------------------------------------------- lazy times -- */
-
-/* A time update stored by the next batch (kv_submit_lazy). */
-struct times_op {
-	struct kv_op op;
-	uint64_t ino;
-	int64_t mtime_ns, ctime_ns;
-};
-
-/* The inodes with a time update queued and not yet committed. A reply that
- * gives such an inode's attributes first waits for the update's commit
- * (fs_times_settle), so every answer still follows its commit; the count
- * keeps the check to one atomic load while nothing is pending. */
-#define LAZY_TIMES_MAX 16
-
-static struct {
-	pthread_mutex_t lock;
-	atomic_uint n;
-	uint64_t ino[LAZY_TIMES_MAX]; /* 0: a free slot */
-} lazy_times = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static int lazy_times_add(uint64_t ino)
-{
-	int rc = -1;
-
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
-		if (lazy_times.ino[i] == 0) {
-			lazy_times.ino[i] = ino;
-			atomic_fetch_add(&lazy_times.n, 1);
-			rc = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lazy_times.lock);
-	return rc;
-}
-
-static void lazy_times_remove(uint64_t ino)
-{
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
-		if (lazy_times.ino[i] == ino) {
-			lazy_times.ino[i] = 0;
-			atomic_fetch_sub(&lazy_times.n, 1);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lazy_times.lock);
-}
-
-static int times_pending(uint64_t ino)
-{
-	int hit = 0;
-
-	if (atomic_load(&lazy_times.n) == 0)
-		return 0;
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX && !hit; i++)
-		hit = lazy_times.ino[i] == ino;
-	pthread_mutex_unlock(&lazy_times.lock);
-	return hit;
-}
-
-static int apply_nothing(kv_txn *t, void *arg)
-{
-	(void)t;
-	(void)arg;
-	return 0;
-}
-
-int fs_times_settle(uint64_t ino)
-{
-	if (ino ? !times_pending(ino) : atomic_load(&lazy_times.n) == 0)
-		return 0;
-	/* a batch of its own runs after every lazy op queued before it */
-	(void)kv_write(fs.env, apply_nothing, NULL, 0);
-	return 1;
-}
-
-static int apply_times(kv_txn *t, void *arg)
-{
-	struct times_op *o = arg;
-	struct kv_inode in;
-	int rc = kv_inode_get(t, o->ino, &in);
-
-	if (rc == -ENOENT)
-		return 0; /* freed already */
-	if (rc)
-		return rc;
-	in.mtime_ns = o->mtime_ns;
-	in.ctime_ns = o->ctime_ns;
-	return kv_inode_put(t, &in);
-}
-
-static void times_done(void *arg, int rc)
-{
-	struct times_op *o = arg;
-
-	lazy_times_remove(o->ino);
-	if (rc)
-		fs_log("inode %llu: times not stored: %s", (unsigned long long)o->ino,
-		       strerror(-rc));
-	free(o);
-}
-
 /* With the writeback cache the kernel keeps a regular file's mtime and
  * ctime itself, as it keeps its dirty pages, and writes them back with a
  * SETATTR of mtime and ctime: through a file open for writing (fi set) at
@@ -460,40 +389,23 @@ static void times_done(void *arg, int rc)
 static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 			  const struct fuse_file_info *fi, struct kv_inode *out)
 {
-	struct times_op *o;
-	kv_txn *t;
+	struct fs_pending p = {.ino = ino, .what = FS_PENDING_TIMES};
 
 	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
 		return 0;
 	/* *out is what is committed, then this update: a SETATTR of ctime
 	 * alone must not store a queued update's mtime back to the old one */
-	fs_times_settle(ino);
-	if (fs_read_inode(ino, &t, out))
+	if (fs_attr_get(ino, out))
 		return 0;
-	kv_read_end(t);
 	if (!S_ISREG(out->mode) || (!fi && out->nlink != 0))
 		return 0;
-	out->inline_data = NULL;
 	out->inline_len = 0;
 	set_times(out, at, to_set, fs_now_ns());
-	o = malloc(sizeof(*o));
-	if (!o)
-		return 0;
-	*o = (struct times_op){.ino = ino, .mtime_ns = out->mtime_ns, .ctime_ns = out->ctime_ns};
-	o->op = (struct kv_op){.apply = apply_times, .done = times_done, .arg = o};
-	if (out->nlink == 0) /* after the unlink of its last name: part of the delete */
-		o->op.flags = KV_OP_RESERVE;
-	if (lazy_times_add(ino)) {
-		free(o);
-		return 0;
-	}
-	if (kv_submit_lazy(fs.env, &o->op)) {
-		lazy_times_remove(ino);
-		free(o);
-		return 0;
-	}
-	return 1;
+	p.mtime_ns = out->mtime_ns;
+	p.ctime_ns = out->ctime_ns;
+	/* after the unlink of its last name: part of the delete */
+	return fs_pending_queue(&p, out->nlink == 0 ? KV_OP_RESERVE : 0) == 0;
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -514,7 +426,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			return;
 		}
 	}
-	fs_fill_stat(&a.out, &st);
+	fs_attr_fill(&a.out, &st);
 	fuse_reply_attr(req, &st, fs.cfg.timeout);
 }
 
