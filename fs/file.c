@@ -128,6 +128,8 @@ static int user_read(const struct fuse_file_info *fi)
 	return !(fi->flags & O_NOATIME) && (fi->flags & O_ACCMODE) != O_WRONLY;
 }
 
+/* No core: the reply leaves while the read transaction still pins the
+ * iovecs into the map (invariant 1), so the work and the reply are one. */
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -192,7 +194,7 @@ struct write_args {
 static void notify_blocks(uint64_t ino)
 {
 	if (fs.cfg.writeback)
-		fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
+		fs_notify_inval(ino, -1, 0);
 }
 
 static int apply_write(kv_txn *t, void *arg)
@@ -277,7 +279,7 @@ static void write_back_short(uint64_t ino, uint64_t off)
 	    kv_write(fs.env, apply_cut, &c, KV_OP_RESERVE) == 0 && c.cut)
 		fs_log("inode %llu: no room for data written back at %llu: the file ends there",
 		       (unsigned long long)ino, (unsigned long long)off);
-	fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
+	fs_notify_inval(ino, -1, 0);
 }
 
 static int stored_size(uint64_t ino, uint64_t *size)

@@ -1,9 +1,13 @@
 /*
  * fs.h - the kvfs daemon: state shared by the request handlers.
  *
- * Each FUSE operation is a thin handler (fs_op_*) that calls a core (fs_do_*
- * or an apply function run by the store's writer) returning 0 or a negative
- * errno, then sends the one reply. The cores know nothing of FUSE requests.
+ * Each FUSE operation is a thin handler (fs_op_*) that decodes its request,
+ * calls a core returning 0 or a negative errno, then sends the one reply.
+ * The cores (fs_do_*) know nothing of FUSE requests: the unit tests run
+ * them on an image without a mount. File data (file.c) and extended
+ * attributes (xattr.c) still work in their handlers around the store's
+ * writer; read and getxattr reply from the map inside their read
+ * transaction, which no core could do.
  *
  * An inode's lookup count (the kernel's references, see itable.c):
  *
@@ -20,6 +24,7 @@
 #include <fuse_lowlevel.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "kv.h"
 
@@ -72,7 +77,8 @@ int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in);
 int fs_attr_get(uint64_t ino, struct kv_inode *in);
 int fs_attr_read_begin(kv_txn **t);
 void fs_attr_fill(const struct kv_inode *in, struct stat *st);
-void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e);
+/* An entry reply's parameters for attributes st (a handler's). */
+void fs_fill_entry(const struct stat *st, struct fuse_entry_param *e);
 int64_t fs_now_ns(void);
 /* Drop one link of inode in (already loaded, nlink > 0) in a write txn: an
  * inode left without links is purged, or kept as an orphan while the kernel
@@ -130,7 +136,75 @@ void fs_itable_drop_appends(uint64_t ino);
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);
 
-/* Handlers, by family (session.c, inode.c, dir.c, file.c, xattr.c). */
+/*
+ * Cores: the work of an operation, without FUSE. Arguments in (what the
+ * handler decoded from the request), 0 or a negative errno out, results in
+ * the caller's structs. A name over KV_NAME_MAX bytes is -ENAMETOOLONG. A
+ * core whose reply gives the kernel an entry (lookup, the creates, link,
+ * each readdirplus entry) has added that entry's lookup reference
+ * (itable.c) when it returns 0. Attributes come from the fs_attr_* entry
+ * point. Cores need no session (fs.se may be NULL: the unit tests).
+ */
+
+/* The caller of a request, as the kernel gives it. groups (ngroups of them)
+ * are its supplementary groups: only a create of a non-directory with the
+ * set-group-ID bit, by a caller other than root, needs them. */
+struct fs_cred {
+	uint32_t uid, gid;
+	int ngroups;
+	const gid_t *groups;
+};
+
+/* inode.c. open_file: the request came through an open file (fstat(2), or
+ * the kernel asking before a write(2)). to_set: FUSE_SET_ATTR_* bits, the
+ * fields of attr to set. The last reference forgotten of an orphan frees
+ * it (in the next batch). */
+int fs_do_getattr(uint64_t ino, int open_file, struct stat *out);
+int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
+		  struct stat *out);
+int fs_do_statfs(struct statvfs *out);
+void fs_do_forget(uint64_t ino, uint64_t nlookup);
+
+/* dir.c. mode: the permission bits (mknod: and the type; no type makes a
+ * regular file). readlink: the target, NUL-terminated, into buf of size
+ * bytes (KV_SYMLINK_MAX + 1 hold any). */
+int fs_do_lookup(uint64_t parent, const char *name, struct stat *out);
+int fs_do_mknod(uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+		const struct fs_cred *c, struct stat *out);
+int fs_do_mkdir(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		struct stat *out);
+int fs_do_symlink(const char *target, uint64_t parent, const char *name,
+		  const struct fs_cred *c, struct stat *out);
+int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		 struct stat *out);
+int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out);
+int fs_do_unlink(uint64_t parent, const char *name);
+int fs_do_rmdir(uint64_t parent, const char *name);
+/* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */
+int fs_do_rename(uint64_t parent, const char *name, uint64_t newparent, const char *newname,
+		 unsigned flags);
+int fs_do_readlink(uint64_t ino, char *buf, size_t size);
+
+/* One entry of a listing, as fs_do_readdir hands it over. */
+struct fs_dirent {
+	const char *name;        /* NUL-terminated; valid during the call */
+	uint64_t ino;
+	uint32_t type;           /* the S_IFMT bits of its mode */
+	uint64_t next;           /* the offset that lists on after it */
+	const struct stat *attr; /* readdirplus: its attributes; NULL for "." and ".." */
+};
+/* 0: d is taken; 1: no room for it (the listing stops before it). */
+typedef int (*fs_dirent_fn)(void *arg, const struct fs_dirent *d);
+/* List directory ino from offset off (0, or an entry's next) through emit,
+ * in a stable order that resumes right after any entry still present,
+ * whatever was added or removed meanwhile. plus: readdirplus (with the
+ * attributes and a lookup reference per entry, "." and ".." aside). 0 at
+ * the end or when emit had no room; an error after some entries leaves
+ * those taken. */
+int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void *arg);
+
+/* Handlers, by family (session.c, inode.c, dir.c, file.c, xattr.c): each
+ * decodes its request, calls its core and sends the one reply. */
 void fs_op_init(void *userdata, struct fuse_conn_info *conn);
 void fs_op_destroy(void *userdata);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -179,6 +253,11 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
+/* session.c: drop what the kernel caches of inode ino (attributes, and
+ * pages from off, len bytes; see fuse_lowlevel_notify_inval_inode); nothing
+ * without a session. Never waits on the kernel for a directory, nor for
+ * attributes alone (off -1). */
+void fs_notify_inval(uint64_t ino, int64_t off, int64_t len);
 /* session.c: the handlers' table */
 extern const struct fuse_lowlevel_ops fs_ops;
 /* session.c: log lines go to stderr in the foreground, to syslog when

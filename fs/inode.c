@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 
 #include "fs.h"
@@ -57,14 +56,14 @@ void fs_attr_fill(const struct kv_inode *in, struct stat *st)
 	st->st_ctim = ts_of(in->ctime_ns);
 }
 
-void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e)
+void fs_fill_entry(const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = in->ino;
+	e->ino = st->st_ino;
 	e->generation = 1;
 	e->attr_timeout = fs.cfg.timeout;
 	e->entry_timeout = fs.cfg.timeout;
-	fs_attr_fill(in, &e->attr);
+	e->attr = *st;
 }
 
 int fs_drop_link(kv_txn *t, struct kv_inode *in)
@@ -159,18 +158,22 @@ int fs_purge_orphans(void)
 	return n;
 }
 
-void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+void fs_do_forget(uint64_t ino, uint64_t nlookup)
 {
 	if (fs_itable_forget(ino, nlookup))
 		submit_purge(ino);
+}
+
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_do_forget(ino, nlookup);
 	fuse_reply_none(req);
 }
 
 void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		if (fs_itable_forget(forgets[i].ino, forgets[i].nlookup))
-			submit_purge(forgets[i].ino);
+		fs_do_forget(forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -283,27 +286,32 @@ static int no_room(void)
 	return kv_room_avail(fs.env) < fs.cfg.max_write;
 }
 
-void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+int fs_do_getattr(uint64_t ino, int open_file, struct stat *out)
 {
 	struct kv_inode in;
-	struct stat st;
 	int rc;
 
-	if (fi && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room())) {
+	if (open_file && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room()))
 		/* a write(2) to a file whose write back failed for want of
 		 * room asks first (file.c): the next one fails, and every one
 		 * while there is no room, instead of filling the kernel's
 		 * cache with data that cannot be stored */
-		fuse_reply_err(req, ENOSPC);
-		return;
-	}
+		return -ENOSPC;
 	rc = fs_attr_get(ino, &in);
-	if (rc) {
+	if (rc == 0)
+		fs_attr_fill(&in, out);
+	return rc;
+}
+
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = fs_do_getattr(ino, fi != NULL, &st);
+
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fs_attr_fill(&in, &st);
-	fuse_reply_attr(req, &st, fs.cfg.timeout);
+	else
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
 }
 
 struct setattr_args {
@@ -380,14 +388,14 @@ static int apply_setattr(kv_txn *t, void *arg)
  * (fuse_update_ctime). While the kernel has the
  * inode it answers stat(2) from its own times; it takes them from kvfs only
  * after it forgot the inode (LOOKUP, READDIRPLUS), and those replies settle
- * the update first; fsync(2) commits it before it syncs. So such a SETATTR
+ * the update first (fs_attr_*); fsync(2) commits it before it syncs. So such a SETATTR
  * need not wait for a commit of its own: it joins the next batch
  * (kv_submit_lazy), and a create is two commits, a delete one. A user's
- * utimensat(2) (no fi) and every other change stay synchronous, and so
+ * utimensat(2) (not through an open file) and every other change stay synchronous, and so
  * does everything with durability=full. 1 when queued, with the
  * attributes to reply in *out. */
-static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
-			  const struct fuse_file_info *fi, struct kv_inode *out)
+static int setattr_lazily(uint64_t ino, const struct stat *at, int to_set, int open_file,
+			  struct kv_inode *out)
 {
 	struct fs_pending p = {.ino = ino, .what = FS_PENDING_TIMES};
 
@@ -398,7 +406,7 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 	 * alone must not store a queued update's mtime back to the old one */
 	if (fs_attr_get(ino, out))
 		return 0;
-	if (!S_ISREG(out->mode) || (!fi && out->nlink != 0))
+	if (!S_ISREG(out->mode) || (!open_file && out->nlink != 0))
 		return 0;
 	out->inline_len = 0;
 	set_times(out, at, to_set, fs_now_ns());
@@ -408,53 +416,70 @@ static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
 	return fs_pending_queue(&p, out->nlink == 0 ? KV_OP_RESERVE : 0) == 0;
 }
 
-void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		   struct fuse_file_info *fi)
+int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
+		  struct stat *out)
 {
 	struct setattr_args a = {.ino = ino, .attr = attr, .to_set = to_set};
-	struct stat st;
 	int rc;
 
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		fs_itable_settled(ino); /* a truncate starts its data anew */
-	if (!setattr_lazily(ino, attr, to_set, fi, &a.out)) {
+	if (!setattr_lazily(ino, attr, to_set, open_file, &a.out)) {
 		/* a truncate frees space: it works when the image is full */
 		rc = kv_write(fs.env, apply_setattr, &a,
 			      to_set & FUSE_SET_ATTR_SIZE ? KV_OP_RESERVE : 0);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
-		}
+		if (rc)
+			return rc;
 	}
-	fs_attr_fill(&a.out, &st);
-	fuse_reply_attr(req, &st, fs.cfg.timeout);
+	fs_attr_fill(&a.out, out);
+	return 0;
+}
+
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		   struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = fs_do_setattr(ino, attr, to_set, fi != NULL, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
+}
+
+int fs_do_statfs(struct statvfs *sv)
+{
+	struct kv_usage u;
+	int rc;
+
+	/* the purge of a file just deleted may still be queued */
+	kv_settle(fs.env);
+	rc = kv_usage_get(fs.env, &u);
+	if (rc)
+		return rc;
+	/* as ext4 counts its reserved blocks: free but not available (the
+	 * reserve is for deletes); df's Avail is what writes can still use */
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = 4096;
+	sv->f_frsize = 4096;
+	sv->f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
+	sv->f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
+	sv->f_bavail = u.avail_bytes / 4096;
+	sv->f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */
+	sv->f_favail = sv->f_ffree;
+	sv->f_files = u.inodes + sv->f_ffree;
+	sv->f_namemax = KV_NAME_MAX;
+	return 0;
 }
 
 void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct kv_usage u;
 	struct statvfs sv;
-	int rc;
+	int rc = fs_do_statfs(&sv);
 
 	(void)ino;
-	/* the purge of a file just deleted may still be queued */
-	kv_settle(fs.env);
-	rc = kv_usage_get(fs.env, &u);
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	/* as ext4 counts its reserved blocks: free but not available (the
-	 * reserve is for deletes); df's Avail is what writes can still use */
-	memset(&sv, 0, sizeof(sv));
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
-	sv.f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
-	sv.f_bavail = u.avail_bytes / 4096;
-	sv.f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */
-	sv.f_favail = sv.f_ffree;
-	sv.f_files = u.inodes + sv.f_ffree;
-	sv.f_namemax = KV_NAME_MAX;
-	fuse_reply_statfs(req, &sv);
+	else
+		fuse_reply_statfs(req, &sv);
 }

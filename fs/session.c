@@ -8,6 +8,8 @@
  *     read transactions live as long as they do (no thread churn).
  *  2. While a worker processes a request, fs_req_unique() is that request's
  *     id (file.c writes a read's reply header itself).
+ *  3. Nothing the cores call needs a session: with fs.se NULL (the unit
+ *     tests of the cores) notifications to the kernel are skipped.
  */
 #include <errno.h>
 #include <linux/fuse.h>
@@ -101,6 +103,14 @@ void fs_log_to_syslog(void)
 {
 	openlog("kvfs", LOG_PID, LOG_DAEMON);
 	use_syslog = 1;
+}
+
+/* -------------------------------------------------------------- kernel -- */
+
+void fs_notify_inval(uint64_t ino, int64_t off, int64_t len)
+{
+	if (fs.se) /* invariant 3 */
+		fuse_lowlevel_notify_inval_inode(fs.se, ino, off, len);
 }
 
 /* ------------------------------------------------------------- session -- */
