@@ -193,7 +193,7 @@ static int make(struct mk_args *a, struct stat *out)
 	a->len = strlen(a->name);
 	if (a->len > KV_NAME_MAX)
 		return -ENAMETOOLONG;
-	rc = kv_write(fs.env, apply_mknod, a, 0);
+	rc = fs_write(apply_mknod, a, 0);
 	if (rc)
 		return rc;
 	fs_attr_fill(&a->out, out);
@@ -287,7 +287,7 @@ int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct sta
 	a.len = strlen(newname);
 	if (a.len > KV_NAME_MAX)
 		return -ENAMETOOLONG;
-	rc = kv_write(fs.env, apply_link, &a, 0);
+	rc = fs_write(apply_link, &a, 0);
 	if (rc)
 		return rc;
 	fs_attr_fill(&a.out, out);
@@ -421,7 +421,7 @@ static int remove_name(uint64_t parent, const char *name, int isdir)
 
 	if (a.len > KV_NAME_MAX)
 		return -ENAMETOOLONG;
-	return kv_write(fs.env, apply_remove, &a, KV_OP_RESERVE); /* works when full */
+	return fs_write(apply_remove, &a, KV_OP_RESERVE); /* works when full */
 }
 
 int fs_do_unlink(uint64_t parent, const char *name)
@@ -617,7 +617,7 @@ int fs_do_rename(uint64_t parent, const char *name, uint64_t newparent, const ch
 		return -ENAMETOOLONG;
 	/* may free a target: works when full, as a delete (it grows the image
 	 * by a name at most) */
-	rc = kv_write(fs.env, apply_rename, &a, KV_OP_RESERVE);
+	rc = fs_write(apply_rename, &a, KV_OP_RESERVE);
 	/* a cached listing of a moved directory has the old "..": drop it
 	 * before the caller can list the directory again (a directory has no
 	 * dirty pages, so this never blocks) */
@@ -653,7 +653,7 @@ int fs_do_readlink(uint64_t ino, char *buf, size_t size)
 		memcpy(buf, in.inline_data, in.inline_len);
 		buf[in.inline_len] = '\0';
 	}
-	kv_read_end(t);
+	fs_read_end(t);
 	return rc;
 }
 
@@ -696,7 +696,7 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	(void)datasync;
 	(void)fi;
 	fs_pending_settle(0); /* everything before it, as fsync */
-	fuse_reply_err(req, -kv_sync(fs.env));
+	fuse_reply_err(req, -fs_sync());
 }
 
 /* "." and ".." of a listing from off: 1 when emit had no room. */
@@ -725,7 +725,7 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	int rc;
 
 	/* the entries' times are the kernel's from here */
-	rc = plus ? fs_attr_read_begin(&t) : kv_read_begin(fs.env, &t);
+	rc = plus ? fs_attr_read_begin(&t) : fs_read_begin(&t);
 	if (rc)
 		return rc;
 	rc = kv_inode_get(t, ino, &dir);
@@ -758,7 +758,7 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	if (rc == -ENOENT)
 		rc = 0;
 read_end:
-	kv_read_end(t);
+	fs_read_end(t);
 	if (rc == 0)
 		fs_maybe_touch_atime(&dir);
 	return rc;

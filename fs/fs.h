@@ -21,6 +21,7 @@
 #define KVFS_FS_H
 
 #define FUSE_USE_VERSION 35
+#include <assert.h>
 #include <fuse_lowlevel.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -58,6 +59,52 @@ struct fs {
 };
 
 extern struct fs fs;
+
+/* The store, as the daemon uses it (session.c invariant 4): a thread holds
+ * no read transaction when it waits on the writer (kv_write, a settle, a
+ * sync), for the writer may need the map's lock a reader holds to grow the
+ * map; nor across requests. Read transactions are begun and ended here, so
+ * that a debug build counts them per thread and asserts it (NDEBUG: plain
+ * calls). */
+#ifndef NDEBUG
+extern __thread int fs_reading;
+#endif
+static inline int fs_read_begin(kv_txn **t)
+{
+	int rc = kv_read_begin(fs.env, t);
+#ifndef NDEBUG
+	if (rc == 0)
+		fs_reading++;
+#endif
+	return rc;
+}
+
+static inline void fs_read_end(kv_txn *t)
+{
+#ifndef NDEBUG
+	assert(fs_reading == 1);
+	fs_reading--;
+#endif
+	kv_read_end(t);
+}
+
+static inline int fs_write(kv_apply_fn apply, void *arg, unsigned flags)
+{
+	assert(fs_reading == 0);
+	return kv_write(fs.env, apply, arg, flags);
+}
+
+static inline int fs_sync(void)
+{
+	assert(fs_reading == 0);
+	return kv_sync(fs.env);
+}
+
+static inline int fs_settle(void)
+{
+	assert(fs_reading == 0);
+	return kv_settle(fs.env);
+}
 
 /* inode.c: the attributes to reply with. Every reply that gives an inode's
  * attributes takes them from here, where the lazy-times rule holds: what is

@@ -138,17 +138,17 @@ int fs_purge_orphans(void)
 	if (kv_is_readonly(fs.env))
 		return 0;
 	for (;;) {
-		rc = kv_read_begin(fs.env, &t);
+		rc = fs_read_begin(&t);
 		if (rc)
 			return rc;
 		rc = kv_orphan_next(t, ino, &next);
-		kv_read_end(t);
+		fs_read_end(t);
 		if (rc == -ENOENT)
 			break;
 		if (rc)
 			return rc;
 		ino = next;
-		rc = kv_write(fs.env, apply_purge, &ino, KV_OP_RESERVE);
+		rc = fs_write(apply_purge, &ino, KV_OP_RESERVE);
 		if (rc)
 			fs_log("inode %llu: cannot free orphan: %s", (unsigned long long)ino,
 			       strerror(-rc));
@@ -231,13 +231,13 @@ void fs_maybe_touch_atime(const struct kv_inode *in)
 
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 {
-	int rc = kv_read_begin(fs.env, t);
+	int rc = fs_read_begin(t);
 
 	if (rc)
 		return rc;
 	rc = kv_inode_get(*t, ino, in);
 	if (rc)
-		kv_read_end(*t);
+		fs_read_end(*t);
 	return rc;
 }
 
@@ -254,13 +254,14 @@ int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in)
 	int rc, settled = 0;
 	kv_txn *t;
 
+	assert(fs_reading == 0); /* it may wait on the writer (session.c, 4) */
 	for (;;) {
-		rc = kv_read_begin(fs.env, &t);
+		rc = fs_read_begin(&t);
 		if (rc)
 			return rc;
 		rc = find(t, arg, in);
 		in->inline_data = NULL; /* into the map: gone with the transaction */
-		kv_read_end(t);
+		fs_read_end(t);
 		if (rc || settled || !fs_pending_settle(in->ino))
 			return rc;
 		settled = 1;
@@ -276,8 +277,9 @@ int fs_attr_get(uint64_t ino, struct kv_inode *in)
  * commits early what would have been committed within KV_LAZY_MS anyway. */
 int fs_attr_read_begin(kv_txn **t)
 {
+	assert(fs_reading == 0);
 	fs_pending_settle(0);
-	return kv_read_begin(fs.env, t);
+	return fs_read_begin(t);
 }
 
 /* Less room than one write request brings. */
@@ -426,7 +428,7 @@ int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_fi
 		fs_itable_settled(ino); /* a truncate starts its data anew */
 	if (!setattr_lazily(ino, attr, to_set, open_file, &a.out)) {
 		/* a truncate frees space: it works when the image is full */
-		rc = kv_write(fs.env, apply_setattr, &a,
+		rc = fs_write(apply_setattr, &a,
 			      to_set & FUSE_SET_ATTR_SIZE ? KV_OP_RESERVE : 0);
 		if (rc)
 			return rc;
@@ -453,7 +455,7 @@ int fs_do_statfs(struct statvfs *sv)
 	int rc;
 
 	/* the purge of a file just deleted may still be queued */
-	kv_settle(fs.env);
+	fs_settle();
 	rc = kv_usage_get(fs.env, &u);
 	if (rc)
 		return rc;

@@ -134,6 +134,6 @@ int fs_pending_settle(uint64_t ino)
 	if (!fs_pending_has(ino))
 		return 0;
 	/* a batch of its own runs after every lazy op queued before it */
-	(void)kv_write(fs.env, apply_nothing, NULL, 0);
+	(void)fs_write(apply_nothing, NULL, 0);
 	return 1;
 }

@@ -10,7 +10,11 @@
  *     id (file.c writes a read's reply header itself).
  *  3. Nothing the cores call needs a session: with fs.se NULL (the unit
  *     tests of the cores) notifications to the kernel are skipped.
+ *  4. A thread holds no read transaction when it waits on the writer, nor
+ *     across requests (fs.h: fs_read_begin and the others; asserted in a
+ *     debug build).
  */
+#include <assert.h>
 #include <errno.h>
 #include <linux/fuse.h>
 #include <pthread.h>
@@ -105,6 +109,10 @@ void fs_log_to_syslog(void)
 	use_syslog = 1;
 }
 
+#ifndef NDEBUG
+__thread int fs_reading; /* invariant 4: this thread's read transactions */
+#endif
+
 /* -------------------------------------------------------------- kernel -- */
 
 void fs_notify_inval(uint64_t ino, int64_t off, int64_t len)
@@ -178,6 +186,7 @@ static void *worker(void *arg)
 		if ((size_t)res >= sizeof(struct fuse_in_header))
 			cur_unique = ((const struct fuse_in_header *)buf.mem)->unique;
 		fuse_session_process_buf(fs.se, &buf);
+		assert(fs_reading == 0); /* invariant 4 */
 	}
 	free(buf.mem);
 	fuse_session_exit(fs.se);
