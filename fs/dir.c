@@ -13,6 +13,9 @@
  *     sent; "." and ".." of readdirplus add none (the kernel takes none).
  *  4. lookup and readdir read through the thread's recycled read
  *     transaction; lookup allocates nothing.
+ *
+ * Each operation's work is a core (fs_do_*, fs.h) that the handler (fs_op_*,
+ * at the end of each section) calls between decoding and the reply.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -45,52 +48,61 @@ static void touch_dir(struct kv_inode *dir, int64_t now)
 
 /* --------------------------------------------------------------- lookup -- */
 
+struct name {
+	uint64_t parent;
+	const char *name;
+	size_t len;
+};
+
+static int find_name(kv_txn *t, const void *arg, struct kv_inode *in)
+{
+	const struct name *n = arg;
+	struct kv_dirent de;
+	int rc = kv_inode_get(t, n->parent, in);
+
+	if (rc == 0 && !S_ISDIR(in->mode))
+		rc = -ENOTDIR;
+	if (rc == 0)
+		rc = kv_dirent_lookup(t, n->parent, n->name, n->len, &de);
+	if (rc == 0)
+		rc = kv_inode_get(t, de.ino, in);
+	return rc;
+}
+
+int fs_do_lookup(uint64_t parent, const char *name, struct stat *out)
+{
+	struct name n = {.parent = parent, .name = name, .len = strlen(name)};
+	struct kv_inode in;
+	int rc;
+
+	if (n.len > KV_NAME_MAX)
+		return -ENAMETOOLONG;
+	/* the kernel forgot the inode and takes its times from here */
+	rc = fs_attr_read(find_name, &n, &in);
+	if (rc)
+		return rc;
+	fs_attr_fill(&in, out);
+	fs_itable_ref(in.ino);
+	return 0;
+}
+
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	struct kv_dirent de;
-	struct kv_inode in;
-	size_t len = strlen(name);
-	int rc, settled = 0;
-	kv_txn *t;
+	struct stat st;
+	int rc = fs_do_lookup(parent, name, &st);
 
-	if (len > KV_NAME_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-again:
-	rc = kv_read_begin(fs.env, &t);
-	if (rc)
-		goto reply_err;
-	rc = kv_inode_get(t, parent, &in);
-	if (rc == 0 && !S_ISDIR(in.mode))
-		rc = -ENOTDIR;
-	if (rc == 0)
-		rc = kv_dirent_lookup(t, parent, name, len, &de);
-	if (rc == 0)
-		rc = kv_inode_get(t, de.ino, &in);
-	if (rc == 0)
-		fs_fill_entry(&in, &e);
-	kv_read_end(t);
-	/* the kernel forgot the inode and takes its times from here */
-	if (rc == 0 && !settled && fs_times_settle(e.ino)) {
-		settled = 1;
-		goto again;
-	}
 	if (rc == 0) {
-		fs_itable_ref(e.ino);
+		fs_fill_entry(&st, &e);
 		fuse_reply_entry(req, &e);
-		return;
-	}
-	if (rc == -ENOENT) {
+	} else if (rc == -ENOENT) {
 		/* a negative entry: the kernel may cache the absence */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = fs.cfg.timeout;
 		fuse_reply_entry(req, &e);
-		return;
+	} else {
+		fuse_reply_err(req, -rc);
 	}
-reply_err:
-	fuse_reply_err(req, -rc);
 }
 
 /* ----------------------------------------------------- making names -- */
@@ -99,22 +111,21 @@ struct mk_args {
 	uint64_t parent;
 	const char *name;
 	size_t len;
-	uint32_t mode, uid, gid;
+	uint32_t mode;
 	uint64_t rdev;
 	const char *target; /* symlink */
 	size_t target_len;
 	uint64_t link_ino;  /* link: the existing inode */
-	int ngroups;        /* the caller's groups, when a set-group-ID bit may need them */
-	gid_t groups[NGROUPS_KEEP];
+	const struct fs_cred *cred;
 	struct kv_inode out;
 };
 
-static int in_groups(const struct mk_args *a, uint32_t gid)
+static int in_groups(const struct fs_cred *c, uint32_t gid)
 {
-	if (a->gid == gid)
+	if (c->gid == gid)
 		return 1;
-	for (int i = 0; i < a->ngroups; i++)
-		if (a->groups[i] == gid)
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
 			return 1;
 	return 0;
 }
@@ -139,14 +150,15 @@ static int apply_mknod(kv_txn *t, void *arg)
 	if (rc)
 		return rc;
 	in.mode = a->mode;
-	in.uid = a->uid;
-	in.gid = a->gid;
+	in.uid = a->cred->uid;
+	in.gid = a->cred->gid;
 	if (dir.mode & S_ISGID) { /* setgid directory: its group passes on */
 		in.gid = dir.gid;
 		if (S_ISDIR(in.mode))
 			in.mode |= S_ISGID;
 	}
-	if (!S_ISDIR(in.mode) && (in.mode & S_ISGID) && a->uid != 0 && !in_groups(a, in.gid))
+	if (!S_ISDIR(in.mode) && (in.mode & S_ISGID) && in.uid != 0 &&
+	    !in_groups(a->cred, in.gid))
 		in.mode &= ~(uint32_t)S_ISGID;
 	in.nlink = S_ISDIR(in.mode) ? 2 : 1;
 	in.rdev = a->rdev;
@@ -173,47 +185,26 @@ static int apply_mknod(kv_txn *t, void *arg)
 	return rc;
 }
 
-static void caller_groups(fuse_req_t req, struct mk_args *a)
+/* Make the name a describes: its attributes into *out. */
+static int make(struct mk_args *a, struct stat *out)
 {
-	int n = fuse_req_getgroups(req, NGROUPS_KEEP, a->groups);
-	a->ngroups = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
-}
-
-/* Make a name and send the entry (or create) reply. */
-static void make(fuse_req_t req, struct mk_args *a, struct fuse_file_info *fi)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fuse_entry_param e;
 	int rc;
 
 	a->len = strlen(a->name);
-	if (a->len > KV_NAME_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-	a->uid = ctx->uid;
-	a->gid = ctx->gid;
-	if ((a->mode & S_ISGID) && !S_ISDIR(a->mode) && ctx->uid != 0)
-		caller_groups(req, a);
-	rc = kv_write(fs.env, apply_mknod, a, 0);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fs_fill_entry(&a->out, &e);
-	fs_itable_ref(e.ino);
-	if (fi) {
-		fi->fh = 0;
-		fi->keep_cache = fs.cfg.keep_cache;
-		fuse_reply_create(req, &e, fi);
-	} else {
-		fuse_reply_entry(req, &e);
-	}
+	if (a->len > KV_NAME_MAX)
+		return -ENAMETOOLONG;
+	rc = fs_write(apply_mknod, a, 0);
+	if (rc)
+		return rc;
+	fs_attr_fill(&a->out, out);
+	fs_itable_ref(a->out.ino);
+	return 0;
 }
 
-void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+int fs_do_mknod(uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+		const struct fs_cred *c, struct stat *out)
 {
-	struct mk_args a = {.parent = parent, .name = name, .mode = mode, .rdev = rdev};
+	struct mk_args a = {.parent = parent, .name = name, .mode = mode, .rdev = rdev, .cred = c};
 
 	switch (mode & S_IFMT) {
 	case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
@@ -222,35 +213,38 @@ void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		a.mode |= S_IFREG;
 		break;
 	default:
-		fuse_reply_err(req, EINVAL);
-		return;
+		return -EINVAL;
 	}
-	make(req, &a, NULL);
+	return make(&a, out);
 }
 
-void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+int fs_do_mkdir(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		struct stat *out)
 {
-	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFDIR | (mode & 07777)};
-	make(req, &a, NULL);
+	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFDIR | (mode & 07777),
+			    .cred = c};
+
+	return make(&a, out);
 }
 
-void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+int fs_do_symlink(const char *target, uint64_t parent, const char *name,
+		  const struct fs_cred *c, struct stat *out)
 {
 	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFLNK | 0777,
-			    .target = link, .target_len = strlen(link)};
+			    .target = target, .target_len = strlen(target), .cred = c};
 
-	if (a.target_len > KV_SYMLINK_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-	make(req, &a, NULL);
+	if (a.target_len > KV_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	return make(&a, out);
 }
 
-void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		  struct fuse_file_info *fi)
+int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		 struct stat *out)
 {
-	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777)};
-	make(req, &a, fi);
+	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777),
+			    .cred = c};
+
+	return make(&a, out);
 }
 
 static int apply_link(kv_txn *t, void *arg)
@@ -285,25 +279,98 @@ static int apply_link(kv_txn *t, void *arg)
 	return rc;
 }
 
-void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out)
 {
 	struct mk_args a = {.parent = newparent, .name = newname, .link_ino = ino};
-	struct fuse_entry_param e;
 	int rc;
 
 	a.len = strlen(newname);
-	if (a.len > KV_NAME_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
+	if (a.len > KV_NAME_MAX)
+		return -ENAMETOOLONG;
+	rc = fs_write(apply_link, &a, 0);
+	if (rc)
+		return rc;
+	fs_attr_fill(&a.out, out);
+	fs_itable_ref(a.out.ino);
+	return 0;
+}
+
+/* The caller, with the groups a create of mode needs (struct fs_cred). */
+static void caller(fuse_req_t req, uint32_t mode, struct fs_cred *c, gid_t *groups)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int n = 0;
+
+	if ((mode & S_ISGID) && !S_ISDIR(mode) && ctx->uid != 0) {
+		n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
+		n = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
 	}
-	rc = kv_write(fs.env, apply_link, &a, 0);
+	*c = (struct fs_cred){.uid = ctx->uid, .gid = ctx->gid, .ngroups = n, .groups = groups};
+}
+
+/* The entry (or create) reply of a core's result. */
+static void reply_entry(fuse_req_t req, int rc, const struct stat *st, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fs_fill_entry(&a.out, &e);
-	fs_itable_ref(e.ino);
-	fuse_reply_entry(req, &e);
+	fs_fill_entry(st, &e);
+	if (fi) {
+		fi->fh = 0;
+		fi->keep_cache = fs.cfg.keep_cache;
+		fuse_reply_create(req, &e, fi);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	gid_t groups[NGROUPS_KEEP];
+	struct fs_cred c;
+	struct stat st;
+
+	caller(req, mode, &c, groups);
+	reply_entry(req, fs_do_mknod(parent, name, mode, rdev, &c, &st), &st, NULL);
+}
+
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct fs_cred c;
+	struct stat st;
+
+	caller(req, S_IFDIR, &c, NULL);
+	reply_entry(req, fs_do_mkdir(parent, name, mode, &c, &st), &st, NULL);
+}
+
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct fs_cred c;
+	struct stat st;
+
+	caller(req, S_IFLNK, &c, NULL);
+	reply_entry(req, fs_do_symlink(link, parent, name, &c, &st), &st, NULL);
+}
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		  struct fuse_file_info *fi)
+{
+	gid_t groups[NGROUPS_KEEP];
+	struct fs_cred c;
+	struct stat st;
+
+	caller(req, S_IFREG | mode, &c, groups);
+	reply_entry(req, fs_do_create(parent, name, mode, &c, &st), &st, fi);
+}
+
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+
+	reply_entry(req, fs_do_link(ino, newparent, newname, &st), &st, NULL);
 }
 
 /* ---------------------------------------------------- removing names -- */
@@ -348,26 +415,33 @@ static int apply_remove(kv_txn *t, void *arg)
 	return rc ? rc : fs_drop_link(t, &child);
 }
 
-static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int isdir)
+static int remove_name(uint64_t parent, const char *name, int isdir)
 {
 	struct rm_args a = {.parent = parent, .name = name, .len = strlen(name), .dir = isdir};
-	int rc;
 
 	if (a.len > KV_NAME_MAX)
-		rc = -ENAMETOOLONG;
-	else
-		rc = kv_write(fs.env, apply_remove, &a, KV_OP_RESERVE); /* works when full */
-	fuse_reply_err(req, -rc);
+		return -ENAMETOOLONG;
+	return fs_write(apply_remove, &a, KV_OP_RESERVE); /* works when full */
+}
+
+int fs_do_unlink(uint64_t parent, const char *name)
+{
+	return remove_name(parent, name, 0);
+}
+
+int fs_do_rmdir(uint64_t parent, const char *name)
+{
+	return remove_name(parent, name, 1);
 }
 
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	remove_name(req, parent, name, 0);
+	fuse_reply_err(req, -fs_do_unlink(parent, name));
 }
 
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	remove_name(req, parent, name, 1);
+	fuse_reply_err(req, -fs_do_rmdir(parent, name));
 }
 
 /* -------------------------------------------------------------- rename -- */
@@ -528,8 +602,8 @@ static int apply_rename(kv_txn *t, void *arg)
 	return rc;
 }
 
-void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		  const char *newname, unsigned int flags)
+int fs_do_rename(uint64_t parent, const char *name, uint64_t newparent, const char *newname,
+		 unsigned flags)
 {
 	struct rename_args a = {.parent = parent, .newparent = newparent, .name = name,
 				.newname = newname, .len = strlen(name), .newlen = strlen(newname),
@@ -538,45 +612,60 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
 	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
-		rc = -EINVAL;
-	else if (a.len > KV_NAME_MAX || a.newlen > KV_NAME_MAX)
-		rc = -ENAMETOOLONG;
-	else
-		/* may free a target: works when full, as a delete (it grows
-		 * the image by a name at most) */
-		rc = kv_write(fs.env, apply_rename, &a, KV_OP_RESERVE);
+		return -EINVAL;
+	if (a.len > KV_NAME_MAX || a.newlen > KV_NAME_MAX)
+		return -ENAMETOOLONG;
+	/* may free a target: works when full, as a delete (it grows the image
+	 * by a name at most) */
+	rc = fs_write(apply_rename, &a, KV_OP_RESERVE);
 	/* a cached listing of a moved directory has the old "..": drop it
 	 * before the caller can list the directory again (a directory has no
 	 * dirty pages, so this never blocks) */
 	for (int i = 0; i < 2 && rc == 0 && fs.cfg.cache_dir; i++)
 		if (a.moved[i])
-			fuse_lowlevel_notify_inval_inode(fs.se, a.moved[i], 0, 0);
-	fuse_reply_err(req, -rc);
+			fs_notify_inval(a.moved[i], 0, 0);
+	return rc;
+}
+
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		  const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, -fs_do_rename(parent, name, newparent, newname, flags));
 }
 
 /* ------------------------------------------------------------ reading -- */
 
-void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+int fs_do_readlink(uint64_t ino, char *buf, size_t size)
 {
-	char target[KV_SYMLINK_MAX + 1];
 	struct kv_inode in;
 	kv_txn *t;
 	int rc;
 
 	rc = fs_read_inode(ino, &t, &in);
-	if (rc) {
+	if (rc)
+		return rc;
+	/* copied out: the reply needs a NUL the map does not hold */
+	if (!S_ISLNK(in.mode))
+		rc = -EINVAL;
+	else if (in.inline_len >= size)
+		rc = -ERANGE;
+	else {
+		memcpy(buf, in.inline_data, in.inline_len);
+		buf[in.inline_len] = '\0';
+	}
+	fs_read_end(t);
+	return rc;
+}
+
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[KV_SYMLINK_MAX + 1];
+	int rc = fs_do_readlink(ino, target, sizeof(target));
+
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (S_ISLNK(in.mode)) {
-		memcpy(target, in.inline_data, in.inline_len);
-		target[in.inline_len] = '\0';
-	}
-	kv_read_end(t);
-	if (S_ISLNK(in.mode))
-		fuse_reply_readlink(req, target);
 	else
-		fuse_reply_err(req, EINVAL);
+		fuse_reply_readlink(req, target);
 }
 
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -606,75 +695,45 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	fs_times_settle(0); /* everything before it, as fsync */
-	fuse_reply_err(req, -kv_sync(fs.env));
+	fs_pending_settle(0); /* everything before it, as fsync */
+	fuse_reply_err(req, -fs_sync());
 }
 
-#define DIRBUF 65536
-
-/* Add one entry to buf; returns its size, or 0 when it did not fit. */
-static size_t add_entry(fuse_req_t req, char *buf, size_t room, const char *name,
-			const struct kv_inode *in, uint64_t ino, uint32_t mode, off_t next,
-			int plus)
+/* "." and ".." of a listing from off: 1 when emit had no room. */
+static int list_dots(uint64_t ino, const struct kv_inode *dir, uint64_t off, fs_dirent_fn emit,
+		     void *arg)
 {
-	size_t n;
+	struct fs_dirent dot = {.name = ".", .ino = ino, .type = S_IFDIR, .next = 1};
+	struct fs_dirent dotdot = {.name = "..", .ino = dir->parent, .type = S_IFDIR, .next = 2};
 
-	if (plus) {
-		struct fuse_entry_param e;
-		if (in) {
-			fs_fill_entry(in, &e);
-		} else {
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = ino;
-			e.attr.st_mode = mode;
-		}
-		n = fuse_add_direntry_plus(req, buf, room, name, &e, next);
-	} else {
-		struct stat st = {.st_ino = ino, .st_mode = mode};
-		n = fuse_add_direntry(req, buf, room, name, &st, next);
-	}
-	return n > room ? 0 : n;
+	if (off == 0 && emit(arg, &dot))
+		return 1;
+	if (off <= 1 && emit(arg, &dotdot))
+		return 1;
+	return 0;
 }
 
-static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void *arg)
 {
-	static __thread char buf[DIRBUF];
 	char name[KV_NAME_MAX + 1];
 	struct kv_inode dir, child;
 	struct kv_dirent de;
+	struct stat st;
+	struct fs_dirent d = {.name = name, .attr = plus ? &st : NULL};
 	uint64_t cookie;
-	size_t pos = 0, n;
 	kv_txn *t;
 	int rc;
 
-	if (size > sizeof(buf))
-		size = sizeof(buf);
-	/* the entries' times are the kernel's from here; settling them all
-	 * commits early what would have been committed within 50 ms anyway */
-	if (plus)
-		fs_times_settle(0);
-	rc = kv_read_begin(fs.env, &t);
+	/* the entries' times are the kernel's from here */
+	rc = plus ? fs_attr_read_begin(&t) : fs_read_begin(&t);
 	if (rc)
-		goto reply_err;
+		return rc;
 	rc = kv_inode_get(t, ino, &dir);
 	if (rc == 0 && !S_ISDIR(dir.mode))
 		rc = -ENOTDIR;
-	if (rc)
+	if (rc || list_dots(ino, &dir, off, emit, arg))
 		goto read_end;
-	if (off == 0) {
-		n = add_entry(req, buf + pos, size - pos, ".", NULL, ino, S_IFDIR, 1, plus);
-		if (!n)
-			goto read_end;
-		pos += n;
-	}
-	if (off <= 1) {
-		n = add_entry(req, buf + pos, size - pos, "..", NULL, dir.parent, S_IFDIR, 2,
-			      plus);
-		if (!n)
-			goto read_end;
-		pos += n;
-	}
-	cookie = off >= KV_COOKIE_FIRST ? (uint64_t)off : 0;
+	cookie = off >= KV_COOKIE_FIRST ? off : 0;
 	while ((rc = kv_dir_next(t, ino, &cookie, &de)) == 0) {
 		memcpy(name, de.name, de.namelen);
 		name[de.namelen] = '\0';
@@ -686,27 +745,75 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int
 				rc = -EIO;
 				break;
 			}
+			fs_attr_fill(&child, &st);
 		}
-		n = add_entry(req, buf + pos, size - pos, name, plus ? &child : NULL, de.ino,
-			      (uint32_t)de.type << 12, (off_t)cookie, plus);
-		if (!n)
+		d.ino = de.ino;
+		d.type = (uint32_t)de.type << 12;
+		d.next = cookie;
+		if (emit(arg, &d))
 			break;
-		pos += n;
 		if (plus)
 			fs_itable_ref(de.ino);
 	}
 	if (rc == -ENOENT)
 		rc = 0;
 read_end:
-	kv_read_end(t);
-	if (rc == 0 || pos > 0) {
-		if (rc == 0)
-			fs_maybe_touch_atime(&dir);
-		fuse_reply_buf(req, buf, pos);
-		return;
+	fs_read_end(t);
+	if (rc == 0)
+		fs_maybe_touch_atime(&dir);
+	return rc;
+}
+
+#define DIRBUF 65536
+
+/* A listing's reply being packed. */
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, pos;
+	int plus;
+};
+
+/* An fs_dirent_fn: add d to the reply. */
+static int pack(void *arg, const struct fs_dirent *d)
+{
+	struct dirbuf *b = arg;
+	size_t room = b->size - b->pos, n;
+
+	if (b->plus) {
+		struct fuse_entry_param e;
+		if (d->attr) {
+			fs_fill_entry(d->attr, &e);
+		} else {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = d->ino;
+			e.attr.st_mode = d->type;
+		}
+		n = fuse_add_direntry_plus(b->req, b->buf + b->pos, room, d->name, &e,
+					   (off_t)d->next);
+	} else {
+		struct stat st = {.st_ino = d->ino, .st_mode = d->type};
+		n = fuse_add_direntry(b->req, b->buf + b->pos, room, d->name, &st, (off_t)d->next);
 	}
-reply_err:
-	fuse_reply_err(req, -rc);
+	if (n > room)
+		return 1;
+	b->pos += n;
+	return 0;
+}
+
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+	static __thread char buf[DIRBUF];
+	struct dirbuf b = {.req = req, .buf = buf, .size = size, .plus = plus};
+	int rc;
+
+	if (b.size > sizeof(buf))
+		b.size = sizeof(buf);
+	rc = fs_do_readdir(ino, (uint64_t)off, plus, pack, &b);
+	if (rc == 0 || b.pos > 0)
+		fuse_reply_buf(req, buf, b.pos);
+	else
+		fuse_reply_err(req, -rc);
 }
 
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -75,8 +75,8 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	fs_itable_settled(ino);
 	/* every write before this was committed before it was answered; the
 	 * times the kernel wrote back (of any file) may still be queued */
-	fs_times_settle(0);
-	fuse_reply_err(req, -kv_sync(fs.env));
+	fs_pending_settle(0);
+	fuse_reply_err(req, -fs_sync());
 }
 
 /* Reply with the iovecs as they are; cnt + 1 <= WRITEV_MAX. */
@@ -88,6 +88,7 @@ static void reply_iov(fuse_req_t req, struct iovec *iov, int cnt, size_t len)
 		.unique = fs_req_unique(),
 	};
 
+	assert(oh.unique != 0); /* the worker's request (session.c, 2) */
 	iov[0].iov_base = &oh;
 	iov[0].iov_len = sizeof(oh);
 	/* a failure means the request was interrupted and is gone */
@@ -128,6 +129,8 @@ static int user_read(const struct fuse_file_info *fi)
 	return !(fi->flags & O_NOATIME) && (fi->flags & O_ACCMODE) != O_WRONLY;
 }
 
+/* No core: the reply leaves while the read transaction still pins the
+ * iovecs into the map (invariant 1), so the work and the reply are one. */
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -164,7 +167,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_iov(req, iov, cnt, (size_t)n);
 	else
 		reply_copy(req, iov + 1, cnt, (size_t)n);
-	kv_read_end(t);
+	fs_read_end(t);
 }
 
 /* Checksums computed before a write takes the writer's role: a write of
@@ -192,7 +195,7 @@ struct write_args {
 static void notify_blocks(uint64_t ino)
 {
 	if (fs.cfg.writeback)
-		fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
+		fs_notify_inval(ino, -1, 0);
 }
 
 static int apply_write(kv_txn *t, void *arg)
@@ -274,10 +277,10 @@ static void write_back_short(uint64_t ino, uint64_t off)
 
 	fs_itable_set_short(ino);
 	if (fs_itable_appended(ino, &from) && off >= from &&
-	    kv_write(fs.env, apply_cut, &c, KV_OP_RESERVE) == 0 && c.cut)
+	    fs_write(apply_cut, &c, KV_OP_RESERVE) == 0 && c.cut)
 		fs_log("inode %llu: no room for data written back at %llu: the file ends there",
 		       (unsigned long long)ino, (unsigned long long)off);
-	fuse_lowlevel_notify_inval_inode(fs.se, ino, -1, 0);
+	fs_notify_inval(ino, -1, 0);
 }
 
 static int stored_size(uint64_t ino, uint64_t *size)
@@ -288,7 +291,7 @@ static int stored_size(uint64_t ino, uint64_t *size)
 
 	if (rc == 0) {
 		*size = in.size;
-		kv_read_end(t);
+		fs_read_end(t);
 	}
 	return rc;
 }
@@ -318,7 +321,7 @@ static ssize_t write_in_pieces(struct write_args *whole)
 
 		a.buf = whole->buf + (a.off - whole->off);
 		a.size = (to < end ? to : end) - a.off;
-		rc = kv_write(fs.env, apply_write, &a, KV_OP_OVERWRITE);
+		rc = fs_write(apply_write, &a, KV_OP_OVERWRITE);
 		if (rc)
 			break;
 		whole->blocks_changed |= a.blocks_changed;
@@ -339,7 +342,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
-	rc = kv_write(fs.env, apply_write, &a, 0);
+	rc = fs_write(apply_write, &a, 0);
 	if (rc == -ENOSPC) {
 		ssize_t n = write_in_pieces(&a);
 
@@ -437,7 +440,7 @@ static int room_for(uint64_t ino, int mode, uint64_t off, uint64_t len)
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > size)
 		size = end;
 	rc = kv_data_holes(t, ino, off, end < size ? end : size, &holes);
-	kv_read_end(t);
+	fs_read_end(t);
 	if (rc)
 		return rc;
 	if (end > size)
@@ -468,12 +471,12 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 	else if ((uint64_t)offset + (uint64_t)length > (uint64_t)INT64_MAX)
 		rc = -EFBIG;
 	else if (mode & FALLOC_FL_PUNCH_HOLE)
-		rc = kv_write(fs.env, apply_fallocate, &a, KV_OP_RESERVE);
+		rc = fs_write(apply_fallocate, &a, KV_OP_RESERVE);
 	else if ((rc = room_for(ino, mode, a.off, a.len)) == 0) {
 		/* op by op until the range is allocated; another writer taking
 		 * the room meanwhile leaves it partly allocated, as ext4 does */
 		do {
-			rc = kv_write(fs.env, apply_fallocate, &a, 0);
+			rc = fs_write(apply_fallocate, &a, 0);
 			changed |= a.blocks_changed;
 			a.from = a.next;
 		} while (rc == 0 && a.next < a.stop);
@@ -512,7 +515,7 @@ void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	rc = fs_read_inode(ino, &t, &in);
 	if (rc == 0) {
 		rc = kv_data_seek(t, ino, in.size, (uint64_t)off, whence, &pos);
-		kv_read_end(t);
+		fs_read_end(t);
 	}
 	if (rc)
 		fuse_reply_err(req, -rc);

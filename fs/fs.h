@@ -1,9 +1,13 @@
 /*
  * fs.h - the kvfs daemon: state shared by the request handlers.
  *
- * Each FUSE operation is a thin handler (fs_op_*) that calls a core (fs_do_*
- * or an apply function run by the store's writer) returning 0 or a negative
- * errno, then sends the one reply. The cores know nothing of FUSE requests.
+ * Each FUSE operation is a thin handler (fs_op_*) that decodes its request,
+ * calls a core returning 0 or a negative errno, then sends the one reply.
+ * The cores (fs_do_*) know nothing of FUSE requests: the unit tests run
+ * them on an image without a mount. File data (file.c) and extended
+ * attributes (xattr.c) still work in their handlers around the store's
+ * writer; read and getxattr reply from the map inside their read
+ * transaction, which no core could do.
  *
  * An inode's lookup count (the kernel's references, see itable.c):
  *
@@ -17,9 +21,11 @@
 #define KVFS_FS_H
 
 #define FUSE_USE_VERSION 35
+#include <assert.h>
 #include <fuse_lowlevel.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "kv.h"
 
@@ -54,9 +60,72 @@ struct fs {
 
 extern struct fs fs;
 
-/* inode.c */
-void fs_fill_stat(const struct kv_inode *in, struct stat *st);
-void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e);
+/* The store, as the daemon uses it (session.c invariant 4): a thread holds
+ * no read transaction when it waits on the writer (kv_write, a settle, a
+ * sync), for the writer may need the map's lock a reader holds to grow the
+ * map; nor across requests. Read transactions are begun and ended here, so
+ * that a debug build counts them per thread and asserts it (NDEBUG: plain
+ * calls). */
+#ifndef NDEBUG
+extern __thread int fs_reading;
+#endif
+static inline int fs_read_begin(kv_txn **t)
+{
+	int rc = kv_read_begin(fs.env, t);
+#ifndef NDEBUG
+	if (rc == 0)
+		fs_reading++;
+#endif
+	return rc;
+}
+
+static inline void fs_read_end(kv_txn *t)
+{
+#ifndef NDEBUG
+	assert(fs_reading == 1);
+	fs_reading--;
+#endif
+	kv_read_end(t);
+}
+
+static inline int fs_write(kv_apply_fn apply, void *arg, unsigned flags)
+{
+	assert(fs_reading == 0);
+	return kv_write(fs.env, apply, arg, flags);
+}
+
+static inline int fs_sync(void)
+{
+	assert(fs_reading == 0);
+	return kv_sync(fs.env);
+}
+
+static inline int fs_settle(void)
+{
+	assert(fs_reading == 0);
+	return kv_settle(fs.env);
+}
+
+/* inode.c: the attributes to reply with. Every reply that gives an inode's
+ * attributes takes them from here, where the lazy-times rule holds: what is
+ * pending for the inode (pending.c) is committed before a reply gives it.
+ *   fs_attr_read        one inode that find gets in a read transaction
+ *                       (by number: fs_attr_get; by name: lookup)
+ *   fs_attr_read_begin  the read transaction of a listing that gives the
+ *                       attributes of inodes not known before (readdirplus)
+ *   fs_attr_fill        the stat of an inode read through one of these, or
+ *                       as a writer op left it (the writer applied every
+ *                       change queued before the op: nothing is pending)
+ * The read paths allocate nothing. */
+typedef int (*fs_find_fn)(kv_txn *t, const void *arg, struct kv_inode *in);
+/* find's result (0 or -errno) with *in read once nothing was pending for
+ * it; in->inline_data is cleared (the transaction has ended). */
+int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in);
+int fs_attr_get(uint64_t ino, struct kv_inode *in);
+int fs_attr_read_begin(kv_txn **t);
+void fs_attr_fill(const struct kv_inode *in, struct stat *st);
+/* An entry reply's parameters for attributes st (a handler's). */
+void fs_fill_entry(const struct stat *st, struct fuse_entry_param *e);
 int64_t fs_now_ns(void);
 /* Drop one link of inode in (already loaded, nlink > 0) in a write txn: an
  * inode left without links is purged, or kept as an orphan while the kernel
@@ -68,10 +137,26 @@ void fs_maybe_touch_atime(const struct kv_inode *in);
 /* Begin a read transaction and get inode ino in it: 0 with *t open (the
  * caller ends it), or -errno with none left open. */
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);
-/* Wait until the time updates queued for ino (0: for any inode) are
- * committed: 1 when there were some, 0 (one atomic load while none is
- * queued for any inode) when not. */
-int fs_times_settle(uint64_t ino);
+
+/* pending.c: the changes queued for the next batch and not yet committed,
+ * by inode; today the times a SETATTR stores lazily. */
+enum { FS_PENDING_TIMES = 1 };
+struct fs_pending {
+	uint64_t ino;
+	unsigned what;              /* FS_PENDING_* */
+	int64_t mtime_ns, ctime_ns; /* FS_PENDING_TIMES */
+};
+/* Queue p's change for the next batch (kv_submit_lazy with op_flags): it is
+ * pending until that batch has committed. -EBUSY when the table is full, or
+ * the store's error: nothing is queued, the caller makes the change. */
+int fs_pending_queue(const struct fs_pending *p, unsigned op_flags);
+/* Whether changes of ino (0: of any inode) are pending. */
+int fs_pending_has(uint64_t ino);
+/* Wait until the changes pending for ino (0: for every inode) are
+ * committed: 1 when there were some, 0 (one atomic load while nothing is
+ * pending) when not. Only the attribute entry point (fs_attr_*), fsync and
+ * fsyncdir call it. */
+int fs_pending_settle(uint64_t ino);
 
 /* itable.c: the kernel's lookup counts */
 int fs_itable_init(void);
@@ -98,7 +183,75 @@ void fs_itable_drop_appends(uint64_t ino);
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);
 
-/* Handlers, by family (inode.c, dir.c, file.c, xattr.c). */
+/*
+ * Cores: the work of an operation, without FUSE. Arguments in (what the
+ * handler decoded from the request), 0 or a negative errno out, results in
+ * the caller's structs. A name over KV_NAME_MAX bytes is -ENAMETOOLONG. A
+ * core whose reply gives the kernel an entry (lookup, the creates, link,
+ * each readdirplus entry) has added that entry's lookup reference
+ * (itable.c) when it returns 0. Attributes come from the fs_attr_* entry
+ * point. Cores need no session (fs.se may be NULL: the unit tests).
+ */
+
+/* The caller of a request, as the kernel gives it. groups (ngroups of them)
+ * are its supplementary groups: only a create of a non-directory with the
+ * set-group-ID bit, by a caller other than root, needs them. */
+struct fs_cred {
+	uint32_t uid, gid;
+	int ngroups;
+	const gid_t *groups;
+};
+
+/* inode.c. open_file: the request came through an open file (fstat(2), or
+ * the kernel asking before a write(2)). to_set: FUSE_SET_ATTR_* bits, the
+ * fields of attr to set. The last reference forgotten of an orphan frees
+ * it (in the next batch). */
+int fs_do_getattr(uint64_t ino, int open_file, struct stat *out);
+int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
+		  struct stat *out);
+int fs_do_statfs(struct statvfs *out);
+void fs_do_forget(uint64_t ino, uint64_t nlookup);
+
+/* dir.c. mode: the permission bits (mknod: and the type; no type makes a
+ * regular file). readlink: the target, NUL-terminated, into buf of size
+ * bytes (KV_SYMLINK_MAX + 1 hold any). */
+int fs_do_lookup(uint64_t parent, const char *name, struct stat *out);
+int fs_do_mknod(uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+		const struct fs_cred *c, struct stat *out);
+int fs_do_mkdir(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		struct stat *out);
+int fs_do_symlink(const char *target, uint64_t parent, const char *name,
+		  const struct fs_cred *c, struct stat *out);
+int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
+		 struct stat *out);
+int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out);
+int fs_do_unlink(uint64_t parent, const char *name);
+int fs_do_rmdir(uint64_t parent, const char *name);
+/* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */
+int fs_do_rename(uint64_t parent, const char *name, uint64_t newparent, const char *newname,
+		 unsigned flags);
+int fs_do_readlink(uint64_t ino, char *buf, size_t size);
+
+/* One entry of a listing, as fs_do_readdir hands it over. */
+struct fs_dirent {
+	const char *name;        /* NUL-terminated; valid during the call */
+	uint64_t ino;
+	uint32_t type;           /* the S_IFMT bits of its mode */
+	uint64_t next;           /* the offset that lists on after it */
+	const struct stat *attr; /* readdirplus: its attributes; NULL for "." and ".." */
+};
+/* 0: d is taken; 1: no room for it (the listing stops before it). */
+typedef int (*fs_dirent_fn)(void *arg, const struct fs_dirent *d);
+/* List directory ino from offset off (0, or an entry's next) through emit,
+ * in a stable order that resumes right after any entry still present,
+ * whatever was added or removed meanwhile. plus: readdirplus (with the
+ * attributes and a lookup reference per entry, "." and ".." aside). 0 at
+ * the end or when emit had no room; an error after some entries leaves
+ * those taken. */
+int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void *arg);
+
+/* Handlers, by family (session.c, inode.c, dir.c, file.c, xattr.c): each
+ * decodes its request, calls its core and sends the one reply. */
 void fs_op_init(void *userdata, struct fuse_conn_info *conn);
 void fs_op_destroy(void *userdata);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -147,10 +300,28 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* main.c: log lines go to stderr in the foreground, to syslog when daemonized */
+/* session.c: drop what the kernel caches of inode ino (attributes, and
+ * pages from off, len bytes; see fuse_lowlevel_notify_inval_inode); nothing
+ * without a session. Never waits on the kernel for a directory, nor for
+ * attributes alone (off -1). */
+void fs_notify_inval(uint64_t ino, int64_t off, int64_t len);
+/* session.c: the handlers' table */
+extern const struct fuse_lowlevel_ops fs_ops;
+/* session.c: log lines go to stderr in the foreground, to syslog when
+ * daemonized (after fs_log_to_syslog); fs_log_line is also the store's log */
 void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* main.c: the request being processed by this thread (for direct replies) */
+void fs_log_line(const char *line);
+void fs_log_to_syslog(void);
+/* session.c: the request being processed by this thread (for direct replies) */
 uint64_t fs_req_unique(void);
+/* session.c: start fs.cfg.threads workers on fs.se (0, or -ENOMEM); after
+ * the session has exited, wait for every one of them and join it. */
+int fs_workers_start(void);
+void fs_workers_stop(void);
+
+/* options.c: the command line into fs.cfg. Returns the exit code to use now
+ * (after --help, --version, or a message saying what was wrong), or -1 to
+ * go on. */
+int fs_options_parse(struct fuse_args *args);
 
 #endif

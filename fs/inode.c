@@ -1,6 +1,6 @@
 /*
- * inode.c - attributes (getattr, setattr), statfs, forgetting inodes and
- * freeing orphans, and the session's init and destroy.
+ * inode.c - the attributes to reply with, getattr and setattr, statfs,
+ * forgetting inodes and freeing orphans.
  *
  * Invariants:
  *  1. getattr reads through the thread's recycled read transaction and
@@ -9,15 +9,13 @@
  *  2. An inode without links is purged only when the kernel holds no
  *     reference to it (itable.c); the purge re-checks the link count in the
  *     writer, so a rolled-back unlink can never free a live inode.
- *  3. A time update queued lazily (setattr_lazily) is committed before any
- *     reply that gives the inode's times back, and before fsync's sync.
+ *  3. A time update queued lazily (setattr_lazily, pending.c) is committed
+ *     before any reply that gives the inode's times back (the fs_attr_*
+ *     entry point), and before fsync's sync.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 
 #include "fs.h"
@@ -39,7 +37,7 @@ static struct timespec ts_of(int64_t ns)
 	return ts;
 }
 
-void fs_fill_stat(const struct kv_inode *in, struct stat *st)
+void fs_attr_fill(const struct kv_inode *in, struct stat *st)
 {
 	uint64_t pages = (fs.block_size + 24 + 4095) / 4096;
 
@@ -58,14 +56,14 @@ void fs_fill_stat(const struct kv_inode *in, struct stat *st)
 	st->st_ctim = ts_of(in->ctime_ns);
 }
 
-void fs_fill_entry(const struct kv_inode *in, struct fuse_entry_param *e)
+void fs_fill_entry(const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = in->ino;
+	e->ino = st->st_ino;
 	e->generation = 1;
 	e->attr_timeout = fs.cfg.timeout;
 	e->entry_timeout = fs.cfg.timeout;
-	fs_fill_stat(in, &e->attr);
+	e->attr = *st;
 }
 
 int fs_drop_link(kv_txn *t, struct kv_inode *in)
@@ -140,17 +138,17 @@ int fs_purge_orphans(void)
 	if (kv_is_readonly(fs.env))
 		return 0;
 	for (;;) {
-		rc = kv_read_begin(fs.env, &t);
+		rc = fs_read_begin(&t);
 		if (rc)
 			return rc;
 		rc = kv_orphan_next(t, ino, &next);
-		kv_read_end(t);
+		fs_read_end(t);
 		if (rc == -ENOENT)
 			break;
 		if (rc)
 			return rc;
 		ino = next;
-		rc = kv_write(fs.env, apply_purge, &ino, KV_OP_RESERVE);
+		rc = fs_write(apply_purge, &ino, KV_OP_RESERVE);
 		if (rc)
 			fs_log("inode %llu: cannot free orphan: %s", (unsigned long long)ino,
 			       strerror(-rc));
@@ -160,18 +158,22 @@ int fs_purge_orphans(void)
 	return n;
 }
 
-void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+void fs_do_forget(uint64_t ino, uint64_t nlookup)
 {
 	if (fs_itable_forget(ino, nlookup))
 		submit_purge(ino);
+}
+
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_do_forget(ino, nlookup);
 	fuse_reply_none(req);
 }
 
 void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		if (fs_itable_forget(forgets[i].ino, forgets[i].nlookup))
-			submit_purge(forgets[i].ino);
+		fs_do_forget(forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -229,14 +231,55 @@ void fs_maybe_touch_atime(const struct kv_inode *in)
 
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 {
-	int rc = kv_read_begin(fs.env, t);
+	int rc = fs_read_begin(t);
 
 	if (rc)
 		return rc;
 	rc = kv_inode_get(*t, ino, in);
 	if (rc)
-		kv_read_end(*t);
+		fs_read_end(*t);
 	return rc;
+}
+
+static int find_ino(kv_txn *t, const void *arg, struct kv_inode *in)
+{
+	return kv_inode_get(t, *(const uint64_t *)arg, in);
+}
+
+/* Read first, settle after: while nothing is pending (nearly always) the
+ * rule costs one atomic load; when something was, it is committed now and
+ * the inode read again. */
+int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in)
+{
+	int rc, settled = 0;
+	kv_txn *t;
+
+	assert(fs_reading == 0); /* it may wait on the writer (session.c, 4) */
+	for (;;) {
+		rc = fs_read_begin(&t);
+		if (rc)
+			return rc;
+		rc = find(t, arg, in);
+		in->inline_data = NULL; /* into the map: gone with the transaction */
+		fs_read_end(t);
+		if (rc || settled || !fs_pending_settle(in->ino))
+			return rc;
+		settled = 1;
+	}
+}
+
+int fs_attr_get(uint64_t ino, struct kv_inode *in)
+{
+	return fs_attr_read(find_ino, &ino, in);
+}
+
+/* The inodes are not known before the listing finds them: settling them all
+ * commits early what would have been committed within KV_LAZY_MS anyway. */
+int fs_attr_read_begin(kv_txn **t)
+{
+	assert(fs_reading == 0);
+	fs_pending_settle(0);
+	return fs_read_begin(t);
 }
 
 /* Less room than one write request brings. */
@@ -245,30 +288,32 @@ static int no_room(void)
 	return kv_room_avail(fs.env) < fs.cfg.max_write;
 }
 
-void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+int fs_do_getattr(uint64_t ino, int open_file, struct stat *out)
 {
 	struct kv_inode in;
-	struct stat st;
-	kv_txn *t;
 	int rc;
 
-	if (fi && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room())) {
+	if (open_file && fs_itable_short(ino) && (fs_itable_take_tell(ino) || no_room()))
 		/* a write(2) to a file whose write back failed for want of
 		 * room asks first (file.c): the next one fails, and every one
 		 * while there is no room, instead of filling the kernel's
 		 * cache with data that cannot be stored */
-		fuse_reply_err(req, ENOSPC);
-		return;
-	}
-	fs_times_settle(ino);
-	rc = fs_read_inode(ino, &t, &in);
-	if (rc) {
+		return -ENOSPC;
+	rc = fs_attr_get(ino, &in);
+	if (rc == 0)
+		fs_attr_fill(&in, out);
+	return rc;
+}
+
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = fs_do_getattr(ino, fi != NULL, &st);
+
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fs_fill_stat(&in, &st);
-	kv_read_end(t);
-	fuse_reply_attr(req, &st, fs.cfg.timeout);
+	else
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
 }
 
 struct setattr_args {
@@ -338,112 +383,6 @@ static int apply_setattr(kv_txn *t, void *arg)
 	return kv_inode_put(t, in);
 }
 
-/* ------------------------------------------------------- lazy times -- */
-
-/* A time update stored by the next batch (kv_submit_lazy). */
-struct times_op {
-	struct kv_op op;
-	uint64_t ino;
-	int64_t mtime_ns, ctime_ns;
-};
-
-/* The inodes with a time update queued and not yet committed. A reply that
- * gives such an inode's attributes first waits for the update's commit
- * (fs_times_settle), so every answer still follows its commit; the count
- * keeps the check to one atomic load while nothing is pending. */
-#define LAZY_TIMES_MAX 16
-
-static struct {
-	pthread_mutex_t lock;
-	atomic_uint n;
-	uint64_t ino[LAZY_TIMES_MAX]; /* 0: a free slot */
-} lazy_times = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static int lazy_times_add(uint64_t ino)
-{
-	int rc = -1;
-
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
-		if (lazy_times.ino[i] == 0) {
-			lazy_times.ino[i] = ino;
-			atomic_fetch_add(&lazy_times.n, 1);
-			rc = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lazy_times.lock);
-	return rc;
-}
-
-static void lazy_times_remove(uint64_t ino)
-{
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX; i++) {
-		if (lazy_times.ino[i] == ino) {
-			lazy_times.ino[i] = 0;
-			atomic_fetch_sub(&lazy_times.n, 1);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lazy_times.lock);
-}
-
-static int times_pending(uint64_t ino)
-{
-	int hit = 0;
-
-	if (atomic_load(&lazy_times.n) == 0)
-		return 0;
-	pthread_mutex_lock(&lazy_times.lock);
-	for (int i = 0; i < LAZY_TIMES_MAX && !hit; i++)
-		hit = lazy_times.ino[i] == ino;
-	pthread_mutex_unlock(&lazy_times.lock);
-	return hit;
-}
-
-static int apply_nothing(kv_txn *t, void *arg)
-{
-	(void)t;
-	(void)arg;
-	return 0;
-}
-
-int fs_times_settle(uint64_t ino)
-{
-	if (ino ? !times_pending(ino) : atomic_load(&lazy_times.n) == 0)
-		return 0;
-	/* a batch of its own runs after every lazy op queued before it */
-	(void)kv_write(fs.env, apply_nothing, NULL, 0);
-	return 1;
-}
-
-static int apply_times(kv_txn *t, void *arg)
-{
-	struct times_op *o = arg;
-	struct kv_inode in;
-	int rc = kv_inode_get(t, o->ino, &in);
-
-	if (rc == -ENOENT)
-		return 0; /* freed already */
-	if (rc)
-		return rc;
-	in.mtime_ns = o->mtime_ns;
-	in.ctime_ns = o->ctime_ns;
-	return kv_inode_put(t, &in);
-}
-
-static void times_done(void *arg, int rc)
-{
-	struct times_op *o = arg;
-
-	lazy_times_remove(o->ino);
-	if (rc)
-		fs_log("inode %llu: times not stored: %s", (unsigned long long)o->ino,
-		       strerror(-rc));
-	free(o);
-}
-
 /* With the writeback cache the kernel keeps a regular file's mtime and
  * ctime itself, as it keeps its dirty pages, and writes them back with a
  * SETATTR of mtime and ctime: through a file open for writing (fi set) at
@@ -451,132 +390,98 @@ static void times_done(void *arg, int rc)
  * (fuse_update_ctime). While the kernel has the
  * inode it answers stat(2) from its own times; it takes them from kvfs only
  * after it forgot the inode (LOOKUP, READDIRPLUS), and those replies settle
- * the update first; fsync(2) commits it before it syncs. So such a SETATTR
+ * the update first (fs_attr_*); fsync(2) commits it before it syncs. So such a SETATTR
  * need not wait for a commit of its own: it joins the next batch
  * (kv_submit_lazy), and a create is two commits, a delete one. A user's
- * utimensat(2) (no fi) and every other change stay synchronous, and so
+ * utimensat(2) (not through an open file) and every other change stay synchronous, and so
  * does everything with durability=full. 1 when queued, with the
  * attributes to reply in *out. */
-static int setattr_lazily(fuse_ino_t ino, const struct stat *at, int to_set,
-			  const struct fuse_file_info *fi, struct kv_inode *out)
+static int setattr_lazily(uint64_t ino, const struct stat *at, int to_set, int open_file,
+			  struct kv_inode *out)
 {
-	struct times_op *o;
-	kv_txn *t;
+	struct fs_pending p = {.ino = ino, .what = FS_PENDING_TIMES};
 
 	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
 		return 0;
 	/* *out is what is committed, then this update: a SETATTR of ctime
 	 * alone must not store a queued update's mtime back to the old one */
-	fs_times_settle(ino);
-	if (fs_read_inode(ino, &t, out))
+	if (fs_attr_get(ino, out))
 		return 0;
-	kv_read_end(t);
-	if (!S_ISREG(out->mode) || (!fi && out->nlink != 0))
+	if (!S_ISREG(out->mode) || (!open_file && out->nlink != 0))
 		return 0;
-	out->inline_data = NULL;
 	out->inline_len = 0;
 	set_times(out, at, to_set, fs_now_ns());
-	o = malloc(sizeof(*o));
-	if (!o)
-		return 0;
-	*o = (struct times_op){.ino = ino, .mtime_ns = out->mtime_ns, .ctime_ns = out->ctime_ns};
-	o->op = (struct kv_op){.apply = apply_times, .done = times_done, .arg = o};
-	if (out->nlink == 0) /* after the unlink of its last name: part of the delete */
-		o->op.flags = KV_OP_RESERVE;
-	if (lazy_times_add(ino)) {
-		free(o);
-		return 0;
+	p.mtime_ns = out->mtime_ns;
+	p.ctime_ns = out->ctime_ns;
+	/* after the unlink of its last name: part of the delete */
+	return fs_pending_queue(&p, out->nlink == 0 ? KV_OP_RESERVE : 0) == 0;
+}
+
+int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
+		  struct stat *out)
+{
+	struct setattr_args a = {.ino = ino, .attr = attr, .to_set = to_set};
+	int rc;
+
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		fs_itable_settled(ino); /* a truncate starts its data anew */
+	if (!setattr_lazily(ino, attr, to_set, open_file, &a.out)) {
+		/* a truncate frees space: it works when the image is full */
+		rc = fs_write(apply_setattr, &a,
+			      to_set & FUSE_SET_ATTR_SIZE ? KV_OP_RESERVE : 0);
+		if (rc)
+			return rc;
 	}
-	if (kv_submit_lazy(fs.env, &o->op)) {
-		lazy_times_remove(ino);
-		free(o);
-		return 0;
-	}
-	return 1;
+	fs_attr_fill(&a.out, out);
+	return 0;
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi)
 {
-	struct setattr_args a = {.ino = ino, .attr = attr, .to_set = to_set};
 	struct stat st;
+	int rc = fs_do_setattr(ino, attr, to_set, fi != NULL, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, fs.cfg.timeout);
+}
+
+int fs_do_statfs(struct statvfs *sv)
+{
+	struct kv_usage u;
 	int rc;
 
-	if (to_set & FUSE_SET_ATTR_SIZE)
-		fs_itable_settled(ino); /* a truncate starts its data anew */
-	if (!setattr_lazily(ino, attr, to_set, fi, &a.out)) {
-		/* a truncate frees space: it works when the image is full */
-		rc = kv_write(fs.env, apply_setattr, &a,
-			      to_set & FUSE_SET_ATTR_SIZE ? KV_OP_RESERVE : 0);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
-		}
-	}
-	fs_fill_stat(&a.out, &st);
-	fuse_reply_attr(req, &st, fs.cfg.timeout);
+	/* the purge of a file just deleted may still be queued */
+	fs_settle();
+	rc = kv_usage_get(fs.env, &u);
+	if (rc)
+		return rc;
+	/* as ext4 counts its reserved blocks: free but not available (the
+	 * reserve is for deletes); df's Avail is what writes can still use */
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = 4096;
+	sv->f_frsize = 4096;
+	sv->f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
+	sv->f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
+	sv->f_bavail = u.avail_bytes / 4096;
+	sv->f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */
+	sv->f_favail = sv->f_ffree;
+	sv->f_files = u.inodes + sv->f_ffree;
+	sv->f_namemax = KV_NAME_MAX;
+	return 0;
 }
 
 void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct kv_usage u;
 	struct statvfs sv;
-	int rc;
+	int rc = fs_do_statfs(&sv);
 
 	(void)ino;
-	/* the purge of a file just deleted may still be queued */
-	kv_settle(fs.env);
-	rc = kv_usage_get(fs.env, &u);
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	/* as ext4 counts its reserved blocks: free but not available (the
-	 * reserve is for deletes); df's Avail is what writes can still use */
-	memset(&sv, 0, sizeof(sv));
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
-	sv.f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
-	sv.f_bavail = u.avail_bytes / 4096;
-	sv.f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */
-	sv.f_favail = sv.f_ffree;
-	sv.f_files = u.inodes + sv.f_ffree;
-	sv.f_namemax = KV_NAME_MAX;
-	fuse_reply_statfs(req, &sv);
-}
-
-/* ------------------------------------------------------------- session -- */
-
-void fs_op_init(void *userdata, struct fuse_conn_info *conn)
-{
-	(void)userdata;
-	if (fs.cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
-		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
-		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-	/* what the kernel will do, not what was asked for (setattr and lseek
-	 * act on it) */
-	fs.cfg.writeback = !!(conn->want & FUSE_CAP_WRITEBACK_CACHE);
-	if (fs.cfg.cache_symlinks && (conn->capable & FUSE_CAP_CACHE_SYMLINKS))
-		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	if (!fs.cfg.readdirplus)
-		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
-	/* O_TRUNC arrives as a SETATTR of size 0: with atomic_o_trunc the
-	 * kernel leaves the truncation to OPEN, which skip_open never sends
-	 * and fs_op_open would not do, and the old bytes stayed in the store */
-	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
-	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-	conn->max_write = fs.cfg.max_write;
-	if (conn->max_readahead > (1u << 20))
-		conn->max_readahead = 1u << 20;
-	conn->time_gran = 1;
-}
-
-void fs_op_destroy(void *userdata)
-{
-	(void)userdata;
-	/* the kernel has let go of everything: free the orphans now */
-	fs_purge_orphans();
+		fuse_reply_statfs(req, &sv);
 }

@@ -16,6 +16,7 @@
  *  4. A mark an entry carries (orphan, short) goes with it: the kernel has
  *     forgotten the inode, and nothing it still holds refers to the mark.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +47,28 @@ struct stripe {
 
 static struct stripe stripes[STRIPES];
 static atomic_uint nshort; /* entries marked short: 0 keeps the checks to a load */
+
+#ifndef NDEBUG
+static __thread int stripe_held; /* invariant 3 */
+#endif
+
+static void stripe_lock(struct stripe *s)
+{
+#ifndef NDEBUG
+	assert(!stripe_held);
+	stripe_held = 1;
+#endif
+	pthread_mutex_lock(&s->lock);
+}
+
+static void stripe_unlock(struct stripe *s)
+{
+#ifndef NDEBUG
+	assert(stripe_held);
+	stripe_held = 0;
+#endif
+	pthread_mutex_unlock(&s->lock);
+}
 
 static inline uint64_t mix(uint64_t x)
 {
@@ -128,9 +151,10 @@ void fs_itable_ref(uint64_t ino)
 	struct stripe *s = stripe_of(ino, &h);
 	struct ient **pp, *e;
 
-	pthread_mutex_lock(&s->lock);
+	stripe_lock(s);
 	pp = slot(s, h, ino);
 	if (*pp) {
+		assert((*pp)->nlookup > 0); /* invariant 1 */
 		(*pp)->nlookup++;
 	} else if ((e = ent_alloc(s)) != NULL) {
 		*e = (struct ient){.ino = ino, .nlookup = 1, .next = NULL};
@@ -140,7 +164,7 @@ void fs_itable_ref(uint64_t ino)
 	}
 	/* out of memory: the inode is not counted, so an unlink purges it at
 	 * once, and a reader of it gets ENOENT or EIO, never a crash */
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 }
 
 int fs_itable_mark_orphan(uint64_t ino)
@@ -150,12 +174,12 @@ int fs_itable_mark_orphan(uint64_t ino)
 	struct ient **pp;
 	int referenced;
 
-	pthread_mutex_lock(&s->lock);
+	stripe_lock(s);
 	pp = slot(s, h, ino);
 	referenced = *pp != NULL;
 	if (referenced)
 		(*pp)->orphan = 1;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 	return referenced;
 }
 
@@ -166,22 +190,28 @@ int fs_itable_forget(uint64_t ino, uint64_t n)
 	struct ient **pp, *e;
 	int purge = 0;
 
-	pthread_mutex_lock(&s->lock);
+	stripe_lock(s);
 	pp = slot(s, h, ino);
 	e = *pp;
 	if (e) {
+		assert(e->nlookup > 0); /* invariant 1 */
+		/* never below 0: the kernel forgets more than was counted only
+		 * when fs_itable_ref could not allocate an entry */
 		e->nlookup = n >= e->nlookup ? 0 : e->nlookup - n;
 		if (e->nlookup == 0) {
 			purge = e->orphan;
-			if (e->short_)
+			if (e->short_) {
+				assert(atomic_load(&nshort) > 0);
 				atomic_fetch_sub(&nshort, 1);
+			}
+			assert(s->count > 0);
 			*pp = e->next;
 			e->next = s->free;
 			s->free = e;
 			s->count--;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 	return purge;
 }
 
@@ -192,10 +222,10 @@ static struct ient *locked(uint64_t ino, struct stripe **sp)
 	struct stripe *s = stripe_of(ino, &h);
 	struct ient *e;
 
-	pthread_mutex_lock(&s->lock);
+	stripe_lock(s);
 	e = *slot(s, h, ino);
 	if (!e)
-		pthread_mutex_unlock(&s->lock);
+		stripe_unlock(s);
 	*sp = s;
 	return e;
 }
@@ -205,10 +235,12 @@ static void set_short(struct ient *e, int on)
 	if (e->short_ == on)
 		return;
 	e->short_ = on;
-	if (on)
+	if (on) {
 		atomic_fetch_add(&nshort, 1);
-	else
+	} else {
+		assert(atomic_load(&nshort) > 0);
 		atomic_fetch_sub(&nshort, 1);
+	}
 }
 
 void fs_itable_set_short(uint64_t ino)
@@ -220,7 +252,7 @@ void fs_itable_set_short(uint64_t ino)
 		return;
 	set_short(e, 1);
 	e->tell = 1;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 }
 
 void fs_itable_settled(uint64_t ino)
@@ -233,7 +265,7 @@ void fs_itable_settled(uint64_t ino)
 	set_short(e, 0);
 	e->tell = 0;
 	e->append_from = 0;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 }
 
 /* The short mark of ino, or (take) its tell mark, which it then clears. */
@@ -251,7 +283,7 @@ static int short_mark(uint64_t ino, int take)
 	on = take ? e->tell : e->short_;
 	if (take)
 		e->tell = 0;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 	return on;
 }
 
@@ -274,7 +306,7 @@ void fs_itable_note_append(uint64_t ino, uint64_t from)
 		return;
 	if (!e->append_from || from + 1 < e->append_from)
 		e->append_from = from + 1;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 }
 
 void fs_itable_drop_appends(uint64_t ino)
@@ -285,7 +317,7 @@ void fs_itable_drop_appends(uint64_t ino)
 	if (!e)
 		return;
 	e->append_from = 0;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 }
 
 int fs_itable_appended(uint64_t ino, uint64_t *from)
@@ -299,7 +331,7 @@ int fs_itable_appended(uint64_t ino, uint64_t *from)
 	set = e->append_from != 0;
 	if (set)
 		*from = e->append_from - 1;
-	pthread_mutex_unlock(&s->lock);
+	stripe_unlock(s);
 	return set;
 }
 
@@ -308,9 +340,9 @@ uint64_t fs_itable_count(void)
 	uint64_t n = 0;
 
 	for (int i = 0; i < STRIPES; i++) {
-		pthread_mutex_lock(&stripes[i].lock);
+		stripe_lock(&stripes[i]);
 		n += stripes[i].count;
-		pthread_mutex_unlock(&stripes[i].lock);
+		stripe_unlock(&stripes[i]);
 	}
 	return n;
 }

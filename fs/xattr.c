@@ -73,7 +73,7 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 	int rc = name_refused(name);
 
 	if (!rc)
-		rc = kv_write(fs.env, apply_setxattr, &a, 0);
+		rc = fs_write(apply_setxattr, &a, 0);
 	fuse_reply_err(req, -rc);
 }
 
@@ -83,10 +83,12 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc = -ERANGE;
 
 	if (a.refused != -ERANGE)
-		rc = kv_write(fs.env, apply_removexattr, &a, KV_OP_RESERVE); /* works when full */
+		rc = fs_write(apply_removexattr, &a, KV_OP_RESERVE); /* works when full */
 	fuse_reply_err(req, -rc);
 }
 
+/* No core: the value is replied straight from the map, while the read
+ * transaction still pins it, so the work and the reply are one. */
 void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	int refused = name_refused(name);
@@ -116,7 +118,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		fuse_reply_err(req, ERANGE);
 	else
 		fuse_reply_buf(req, val, len); /* from the map, before the reset */
-	kv_read_end(t);
+	fs_read_end(t);
 }
 
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -133,7 +135,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	n = kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
-	kv_read_end(t);
+	fs_read_end(t);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else if (size == 0)

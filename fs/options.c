@@ -1,0 +1,364 @@
+/*
+ * options.c - the daemon's command line: the arguments and -o options into
+ * fs.cfg, their checks and messages, and --help.
+ *
+ *   kvfs IMAGE MOUNTPOINT [-f] [-d] [-o opt,...]
+ *
+ * Invariants:
+ *  1. Every option is checked before anything is opened or mounted, each
+ *     error with a message of its own naming the value; a bad option exits
+ *     2, a path that cannot be used 1.
+ *  2. The image and mountpoint paths are made absolute: the daemon leaves
+ *     its working directory, and unmounts by name.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs.h"
+
+struct cli {
+	char *durability;
+	char *max_size;
+	char *commit;
+	char *timeout, *max_write, *threads; /* checked here: each error its own */
+	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
+	int help, version;
+	int nargs;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATIME,
+       KEY_STRICTATIME };
+
+#define OPT(t, f) {t, offsetof(struct cli, f), 1}
+
+#define FS_RO_TIMEOUT 1.0 /* seconds: the cache timeout of a read-only mount */
+
+static const struct fuse_opt cli_spec[] = {
+	{"durability=%s", offsetof(struct cli, durability), 0},
+	{"max_size=%s", offsetof(struct cli, max_size), 0},
+	{"commit=%s", offsetof(struct cli, commit), 0},
+	{"timeout=%s", offsetof(struct cli, timeout), 0},
+	{"max_write=%s", offsetof(struct cli, max_write), 0},
+	{"threads=%s", offsetof(struct cli, threads), 0},
+	OPT("nowriteback", nowriteback),
+	OPT("nokeepcache", nokeepcache),
+	OPT("noskipopen", noskipopen),
+	OPT("nocachedir", nocachedir),
+	OPT("nocachesymlinks", nocachesymlinks),
+	OPT("noreaddirplus", noreaddirplus),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
+	FUSE_OPT_END,
+};
+
+static char *image_arg, *mnt_arg;
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cli *c = data;
+
+	(void)outargs;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (c->nargs == 0)
+			image_arg = strdup(arg);
+		else if (c->nargs == 1)
+			mnt_arg = strdup(arg);
+		else {
+			fprintf(stderr, "kvfs: unexpected argument '%s'\n", arg);
+			return -1;
+		}
+		c->nargs++;
+		return 0;
+	case KEY_HELP:
+		c->help = 1;
+		return 0;
+	case KEY_VERSION:
+		c->version = 1;
+		return 0;
+	case KEY_FG:
+		fs.cfg.foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		fs.cfg.foreground = fs.cfg.debug = 1;
+		return 1; /* libfuse prints each request */
+	case KEY_RO:
+		fs.cfg.readonly = 1;
+		return 1; /* also a kernel mount flag */
+	case KEY_NOATIME:
+		fs.cfg.atime = FS_ATIME_NOATIME;
+		return 1;
+	/* the kernel updates no atime on a FUSE inode: kvfs does it all, and
+	 * libfuse refuses these two as mount options */
+	case KEY_RELATIME:
+		fs.cfg.atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_STRICTATIME:
+		fs.cfg.atime = FS_ATIME_STRICT;
+		return 0;
+	default:
+		/* libfuse takes no command-line option kvfs does not handle
+		 * (mount.fuse3 passes only -o) */
+		if (arg[0] == '-') {
+			fprintf(stderr, "kvfs: unknown option '%s'\n", arg);
+			return -1;
+		}
+		return 1; /* an -o option of libfuse's, or one it refuses */
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: kvfs IMAGE MOUNTPOINT [-f] [-d] [-o opt[,opt...]]\n"
+"Mount the kvfs image IMAGE (made by mkfs.kvfs) on MOUNTPOINT.\n"
+"\n"
+"  -f                     stay in the foreground\n"
+"  -d, -o debug           foreground, and print every request\n"
+"  -h, --help             show this help\n"
+"  -V, --version          show the version\n"
+"\n"
+"kvfs options:\n"
+"  -o durability=MODE     full: every change is durable when its call returns\n"
+"                         fsync (default): the image stays consistent across\n"
+"                           power loss; fsync(2), fdatasync(2) and the commit\n"
+"                           interval make changes durable\n"
+"                         none: fastest, for scratch data: safe against a killed\n"
+"                           daemon, not against an OS crash or power loss\n"
+"  -o commit=SECONDS      fsync and none modes: make changes durable at most\n"
+"                         this long after they are made (default 5; 0: only\n"
+"                         on fsync)\n"
+"  -o max_size=SIZE       largest size the image file may grow to (K, M, G, T)\n"
+"  -o ro                  mount read-only\n"
+"  -o relatime            update access times once after each change, or daily\n"
+"                         (default; reads answered from the kernel's cache do not\n"
+"                         reach kvfs and update nothing)\n"
+"  -o noatime             never update access times\n"
+"  -o strictatime         update access times on every read that reaches kvfs\n"
+"  -o allow_other         let other users use the mount\n"
+"  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
+"                         (default 86400; kvfs is the image's only writer; 1\n"
+"                         with ro, to follow a read-write mount of the image)\n"
+"  -o max_write=BYTES     largest write request, 64K to 1M (default 1M)\n"
+"  -o threads=N           request worker threads (default 8)\n"
+"  -o nowriteback         no kernel writeback cache: each write goes to kvfs\n"
+"  -o nokeepcache         drop the page cache of a file when it is opened\n"
+"  -o noskipopen          send OPEN and OPENDIR to kvfs (default: skipped)\n"
+"  -o nocachedir          do not let the kernel cache directory listings\n"
+"  -o nocachesymlinks     do not let the kernel cache symlink targets\n"
+"  -o noreaddirplus       list directories without attributes\n"
+"Other -o options are libfuse's (fsname, subtype, default_permissions, ...).\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* libfuse refuses the -o options it does not know only when a session is
+ * made: make one now, before anything is opened, so a bad option is named
+ * first (by libfuse: "unknown option(s)"). */
+static int check_fuse_opts(const struct fuse_args *args)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se;
+
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i]) != 0)
+			return -1;
+	se = fuse_session_new(&copy, &fs_ops, sizeof(fs_ops), NULL);
+	fuse_opt_free_args(&copy);
+	if (!se)
+		return -1;
+	fuse_session_destroy(se);
+	return 0;
+}
+
+/* The numeric options: 0, or -1 after saying which was wrong and why. */
+static int parse_limits(const struct cli *c, double *timeout, unsigned *max_write,
+			unsigned *threads)
+{
+	uint64_t v;
+	char *end;
+
+	if (c->timeout) {
+		errno = 0;
+		*timeout = strtod(c->timeout, &end);
+		if (errno || end == c->timeout || *end || !(*timeout >= 0) || *timeout > 1e9) {
+			fprintf(stderr, "kvfs: timeout must be a number of seconds, 0 or more, "
+					"not '%s'\n", c->timeout);
+			return -1;
+		}
+	}
+	/* libfuse sizes its request buffer by max_write: below 64 KiB the
+	 * kernel refuses the largest xattr values with E2BIG */
+	if (c->max_write) {
+		if (parse_size(c->max_write, &v) || v < KV_XATTR_SIZE_MAX || v > (1 << 20)) {
+			fprintf(stderr, "kvfs: max_write must be %d to %d bytes (64K to 1M), not "
+					"'%s'\n", KV_XATTR_SIZE_MAX, 1 << 20, c->max_write);
+			return -1;
+		}
+		*max_write = (unsigned)v;
+	}
+	if (c->threads) {
+		if (parse_size(c->threads, &v) || v < 1 || v > 256) {
+			fprintf(stderr, "kvfs: threads must be a number from 1 to 256, not '%s'\n",
+				c->threads);
+			return -1;
+		}
+		*threads = (unsigned)v;
+	}
+	return 0;
+}
+
+/* durability, max_size and commit: 0, or 2 after saying which was wrong. */
+static int parse_modes(const struct cli *c, uint64_t *commit)
+{
+	fs.cfg.durability = KV_DURABLE_NORMAL;
+	if (c->durability) {
+		if (!strcmp(c->durability, "full"))
+			fs.cfg.durability = KV_DURABLE_FULL;
+		else if (!strcmp(c->durability, "none"))
+			fs.cfg.durability = KV_DURABLE_NONE;
+		else if (strcmp(c->durability, "fsync")) {
+			fprintf(stderr, "kvfs: durability must be full, fsync or none, not '%s'\n",
+				c->durability);
+			return 2;
+		}
+	}
+	if (c->max_size && (parse_size(c->max_size, &fs.cfg.max_size) || fs.cfg.max_size < (1 << 20))) {
+		fprintf(stderr, "kvfs: max_size '%s' is not a size of 1M or more\n", c->max_size);
+		return 2;
+	}
+	if (c->commit && parse_size(c->commit, commit)) {
+		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
+		return 2;
+	}
+	return 0;
+}
+
+/* The image and the mountpoint, made absolute (invariant 2): 0, or 1 after
+ * saying what is wrong. */
+static int take_paths(void)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(image_arg, path)) {
+		fprintf(stderr, "kvfs: cannot open '%s': %s\n", image_arg, strerror(errno));
+		return 1;
+	}
+	fs.cfg.image = strdup(path);
+	if (!realpath(mnt_arg, path)) {
+		fprintf(stderr, "kvfs: bad mountpoint '%s': %s\n", mnt_arg, strerror(errno));
+		return 1;
+	}
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "kvfs: mountpoint '%s' is not a directory\n", mnt_arg);
+		return 1;
+	}
+	fs.cfg.mountpoint = strdup(path);
+	return 0;
+}
+
+/* Returns the exit code to use now, or -1 to go on. */
+static int parse_args(struct fuse_args *args, struct cli *c)
+{
+	uint64_t commit = 5;
+	double timeout = 86400;
+	unsigned max_write = 1 << 20, threads = 8;
+	int rc;
+
+	fs.cfg.atime = FS_ATIME_RELATIME;
+	if (fuse_opt_parse(args, c, cli_spec, cli_proc) != 0) {
+		fprintf(stderr, "kvfs: see 'kvfs --help' for the options\n");
+		return 2;
+	}
+	if (c->help) {
+		usage(stdout);
+		return 0;
+	}
+	if (c->version) {
+		printf("kvfs %s, image format %d, libfuse %s\n", KVFS_VERSION, KV_FORMAT_VERSION,
+		       fuse_pkgversion());
+		return 0;
+	}
+	if (check_fuse_opts(args) != 0) {
+		fprintf(stderr, "kvfs: bad mount options (see 'kvfs --help')\n");
+		return 2;
+	}
+	if (c->nargs != 2) {
+		fprintf(stderr, "kvfs: %s\n", c->nargs ? "no mountpoint given" : "no image given");
+		usage(stderr);
+		return 2;
+	}
+	if (parse_modes(c, &commit) != 0 || parse_limits(c, &timeout, &max_write, &threads) != 0)
+		return 2;
+	rc = take_paths();
+	if (rc)
+		return rc;
+	/* a read-only mount may be a view of an image another mount writes
+	 * (made before or after it): what the kernel caches, it holds for a
+	 * second; cached pages and listings go when their file's mtime moves */
+	fs.cfg.timeout = c->timeout || !fs.cfg.readonly ? timeout : FS_RO_TIMEOUT;
+	fs.cfg.max_write = max_write;
+	fs.cfg.threads = threads;
+	fs.cfg.writeback = !c->nowriteback && !fs.cfg.readonly;
+	fs.cfg.keep_cache = !c->nokeepcache;
+	fs.cfg.skip_open = !c->noskipopen;
+	fs.cfg.cache_dir = !c->nocachedir;
+	fs.cfg.cache_symlinks = !c->nocachesymlinks;
+	fs.cfg.readdirplus = !c->noreaddirplus;
+	fs.cfg.commit_ms = (unsigned)(commit > 86400 ? 86400 : commit) * 1000;
+	return -1;
+}
+
+int fs_options_parse(struct fuse_args *args)
+{
+	struct cli c = {0};
+	int rc = parse_args(args, &c);
+
+	free(c.durability);
+	free(c.max_size);
+	free(c.commit);
+	free(c.timeout);
+	free(c.max_write);
+	free(c.threads);
+	free(image_arg);
+	free(mnt_arg);
+	image_arg = mnt_arg = NULL;
+	return rc;
+}
