@@ -29,12 +29,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "fs.h"
 
 static _Atomic int status_fd = -1; /* the waiting parent's pipe */
@@ -64,99 +63,48 @@ static void die_status(int code, const char *fmt, ...)
 
 /* --------------------------------------------------------- crash guard -- */
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(KVFS_NO_CRASH_GUARD)
 /* LMDB trusts its B-tree pages: a page damaged on disk can crash it inside
  * any request. Instead of a silent death (the mount then answers ENOTCONN)
- * the daemon says what happened, where its messages go: to the parent
- * still waiting for the mount, to stderr in the foreground, or to syslog
- * through a socket made beforehand (syslog(3) is not safe in a handler;
- * sent to /dev/log at the time, so a restarted syslog daemon still gets
- * it). The first faulting thread speaks; any other waits for its _exit. */
-struct crash_msg {
-	char buf[2 * PATH_MAX + 512]; /* "<26>kvfs[pid]: " + the text */
-	size_t text, len;             /* where the text starts; the whole length */
-};
-static struct crash_msg crash_msgs[2]; /* before and after the mount */
-static volatile sig_atomic_t crash_mounted;
-static atomic_flag crash_seen = ATOMIC_FLAG_INIT;
-static int crash_log = -1;
+ * the daemon says what happened (common.h's crash guard), where its
+ * messages go at that moment: to the parent still waiting for the mount
+ * (the status line, code 1), to stderr in the foreground, or to syslog
+ * once detached. */
+static struct crash_report crash_mounting[2]; /* [mounted]: before the status is sent */
+static struct crash_report crash_detached;    /* after */
 
-static void on_crash(int sig)
+static void crash_text(char *buf, size_t len, int mounted)
 {
-	static const struct sockaddr_un log_addr = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
-	const struct crash_msg *m = &crash_msgs[crash_mounted];
-	const char *text = m->buf + m->text;
-	size_t len = m->len - m->text;
-	int fd;
+	snprintf(buf, len,
+		 "%s: crashed reading the image: it is damaged where the store cannot "
+		 "check it; %s%s%srun fsck.kvfs on it, and restore it from a backup if fsck "
+		 "cannot repair it (if fsck finds it sound, this is a bug)",
+		 fs.cfg.image, mounted ? "unmount " : "", mounted ? fs.cfg.mountpoint : "",
+		 mounted ? ", then " : "");
+}
 
-	(void)sig;
-	if (atomic_flag_test_and_set(&crash_seen))
-		for (;;)
-			pause();
-	fd = atomic_load(&status_fd);
-	if (fd >= 0) { /* still mounting: the status line, code 1 */
-		if (write(fd, "\1", 1) < 0 || write(fd, text, len) < 0) {
-		}
-	} else if (crash_log >= 0) {
-		if (sendto(crash_log, m->buf, m->len, MSG_DONTWAIT, (const struct sockaddr *)&log_addr,
-			   sizeof(log_addr)) < 0) {
-		}
-	} else {
-		if (write(STDERR_FILENO, "kvfs: ", 6) < 0 || write(STDERR_FILENO, text, len) < 0 ||
-		    write(STDERR_FILENO, "\n", 1) < 0) {
-		}
+static void crash_guard(void)
+{
+	static char text[2][CRASH_REPORT_MAX];
+
+	for (int m = 0; m < 2; m++) {
+		crash_text(text[m], sizeof(text[m]), m);
+		if (status_fd >= 0)
+			crash_report_fd(&crash_mounting[m], status_fd, "\1%s", text[m]);
+		else
+			crash_report_fd(&crash_mounting[m], STDERR_FILENO, "kvfs: %s\n", text[m]);
 	}
-	_exit(1);
-}
-
-static void crash_msg_make(struct crash_msg *m, const char *unmount)
-{
-	int n = snprintf(m->buf, sizeof(m->buf), "<%d>kvfs[%d]: ", LOG_DAEMON | LOG_CRIT,
-			 (int)getpid());
-
-	m->text = (size_t)n;
-	n = snprintf(m->buf + m->text, sizeof(m->buf) - m->text,
-		     "%s: crashed reading the image: it is damaged where the store cannot "
-		     "check it; %s%srun fsck.kvfs on it, and restore it from a backup if fsck "
-		     "cannot repair it (if fsck finds it sound, this is a bug)",
-		     fs.cfg.image, unmount ? unmount : "", unmount ? ", then " : "");
-	m->len = n < 0 ? m->text
-		 : m->text + (size_t)n < sizeof(m->buf) ? m->text + (size_t)n : sizeof(m->buf) - 1;
-}
-
-static void crash_guard(void)
-{
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
-	struct sigaction sa = {.sa_handler = on_crash};
-	char unmount[PATH_MAX + 32];
-
-	snprintf(unmount, sizeof(unmount), "unmount %s", fs.cfg.mountpoint);
-	crash_msg_make(&crash_msgs[0], NULL);
-	crash_msg_make(&crash_msgs[1], unmount);
-	if (!fs.cfg.foreground)
-		crash_log = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	/* a fault inside the handler is blocked there: the default action */
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaddset(&sa.sa_mask, sigs[i]);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	/* detached, stderr is /dev/null: without a socket nothing is said */
+	if (!fs.cfg.foreground &&
+	    crash_report_syslog(&crash_detached, "/dev/log", LOG_DAEMON, "kvfs", "%s", text[1]))
+		crash_report_fd(&crash_detached, STDERR_FILENO, "kvfs: %s\n", text[1]);
+	crash_guard_install(1);
+	crash_guard_report(&crash_mounting[0]);
 }
 
 static void crash_guard_mounted(void)
 {
-	crash_mounted = 1;
+	crash_guard_report(&crash_mounting[1]);
 }
-#else
-static void crash_guard(void)
-{
-	/* a sanitizer build reports the crash itself */
-}
-
-static void crash_guard_mounted(void)
-{
-}
-#endif
 
 /* ------------------------------------------------------------ start-up -- */
 
@@ -244,6 +192,7 @@ static void report_ready(void)
 
 	if (fd < 0)
 		return;
+	crash_guard_report(&crash_detached);
 	if (write(fd, "", 1) != 1) {
 	}
 	close(fd);

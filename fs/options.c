@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common.h"
 #include "fs.h"
 
 struct cli {
@@ -164,30 +165,6 @@ static void usage(FILE *f)
 "Other -o options are libfuse's (fsname, subtype, default_permissions, ...).\n");
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 /* libfuse refuses the -o options it does not know only when a session is
  * made: make one now, before anything is opened, so a bad option is named
  * first (by libfuse: "unknown option(s)"). */
@@ -226,7 +203,7 @@ static int parse_limits(const struct cli *c, double *timeout, unsigned *max_writ
 	/* libfuse sizes its request buffer by max_write: below 64 KiB the
 	 * kernel refuses the largest xattr values with E2BIG */
 	if (c->max_write) {
-		if (parse_size(c->max_write, &v) || v < KV_XATTR_SIZE_MAX || v > (1 << 20)) {
+		if (size_parse(c->max_write, &v) || v < KV_XATTR_SIZE_MAX || v > (1 << 20)) {
 			fprintf(stderr, "kvfs: max_write must be %d to %d bytes (64K to 1M), not "
 					"'%s'\n", KV_XATTR_SIZE_MAX, 1 << 20, c->max_write);
 			return -1;
@@ -234,7 +211,7 @@ static int parse_limits(const struct cli *c, double *timeout, unsigned *max_writ
 		*max_write = (unsigned)v;
 	}
 	if (c->threads) {
-		if (parse_size(c->threads, &v) || v < 1 || v > 256) {
+		if (size_parse(c->threads, &v) || v < 1 || v > 256) {
 			fprintf(stderr, "kvfs: threads must be a number from 1 to 256, not '%s'\n",
 				c->threads);
 			return -1;
@@ -259,11 +236,11 @@ static int parse_modes(const struct cli *c, uint64_t *commit)
 			return 2;
 		}
 	}
-	if (c->max_size && (parse_size(c->max_size, &fs.cfg.max_size) || fs.cfg.max_size < (1 << 20))) {
+	if (c->max_size && (size_parse(c->max_size, &fs.cfg.max_size) || fs.cfg.max_size < (1 << 20))) {
 		fprintf(stderr, "kvfs: max_size '%s' is not a size of 1M or more\n", c->max_size);
 		return 2;
 	}
-	if (c->commit && parse_size(c->commit, commit)) {
+	if (c->commit && size_parse(c->commit, commit)) {
 		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
 		return 2;
 	}

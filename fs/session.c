@@ -26,6 +26,7 @@
 #include <syslog.h>
 #include <time.h>
 
+#include "common.h"
 #include "fs.h"
 
 struct fs fs;
@@ -78,29 +79,27 @@ const struct fuse_lowlevel_ops fs_ops = {
 
 static int use_syslog;
 
-/* Every line names the image, so a log shared by several mounts says which. */
-void fs_log_line(const char *line)
-{
-	const char *img = fs.cfg.image ? fs.cfg.image : "";
-	const char *sep = fs.cfg.image ? ": " : "";
-
-	if (strncmp(line, img, strlen(img)) == 0) /* the line names it already */
-		img = sep = "";
-	if (use_syslog)
-		syslog(LOG_ERR, "%s%s%s", img, sep, line);
-	else
-		fprintf(stderr, "kvfs: %s%s%s\n", img, sep, line);
-}
-
+/* Every line names the image (common.h's message line), so a log shared by
+ * several mounts says which. */
 void fs_log(const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	if (use_syslog) {
+		msg_vformat(line, sizeof(line), fs.cfg.image, fmt, ap);
+		syslog(LOG_ERR, "%s", line);
+	} else {
+		msg_vprint(stderr, "kvfs", fs.cfg.image, fmt, ap);
+	}
 	va_end(ap);
-	fs_log_line(line);
+}
+
+/* The store's messages (kv_set_log). */
+void fs_log_line(const char *line)
+{
+	fs_log("%s", line);
 }
 
 void fs_log_to_syslog(void)

@@ -44,6 +44,13 @@ for o in threads=0 threads=257 threads=abc threads=-1 timeout=-1 timeout=abc max
 	done
 	expect "-o $o: not mounted" not_mounted
 done
+# sizes written as mkfs.kvfs -b takes them: one parser for both
+for o in max_size=1GiB max_size=1gib max_write=64KiB max_write=1MiB max_write=512kB; do
+	"$KVFS_BIN" "$IMG" "$MNT" -o "$o" 2>"$T/err"; rc=$?
+	expect "-o $o: exit 0 (got $rc: $(head -c 200 "$T/err"))" [ "$rc" -eq 0 ]
+	expect "-o $o: mounted" mountpoint -q "$MNT"
+	mountpoint -q "$MNT" && kvfs_umount
+done
 
 # bad images: a clear message, non-zero exit, the file untouched
 head -c 100000 /dev/urandom > "$T/random.img"
