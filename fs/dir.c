@@ -241,10 +241,7 @@ int fs_do_symlink(const char *target, uint64_t parent, const char *name,
 int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
 		 struct stat *out)
 {
-	struct mk_args a = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777),
-			    .cred = c};
-
-	return make(&a, out);
+	return fs_do_mknod(parent, name, S_IFREG | (mode & 07777), 0, c, out);
 }
 
 static int apply_link(kv_txn *t, void *arg)
@@ -671,32 +668,7 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	if (fs.cfg.skip_open && fs.cfg.cache_dir) {
-		/* no OPENDIR round trips from now on; the kernel then caches
-		 * listings as with cache_readdir */
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	fi->fh = 0;
-	fi->cache_readdir = fs.cfg.cache_dir;
-	fi->keep_cache = fs.cfg.cache_dir;
-	fuse_reply_open(req, fi);
-}
-
-void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
-void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)datasync;
-	(void)fi;
-	fs_pending_settle(0); /* everything before it, as fsync */
-	fuse_reply_err(req, -fs_sync());
+	fs_reply_open(req, fi, fs.cfg.cache_dir, 1);
 }
 
 /* "." and ".." of a listing from off: 1 when emit had no room. */

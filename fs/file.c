@@ -34,18 +34,26 @@
 #define READ_IOV_MAX 4096
 #define WRITEV_MAX 1024 /* IOV_MAX */
 
-void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void fs_reply_open(fuse_req_t req, struct fuse_file_info *fi, int cache, int dir)
 {
-	(void)ino;
-	if (fs.cfg.skip_open && fs.cfg.keep_cache) {
-		/* no OPEN/RELEASE round trips from now on; the kernel then keeps
-		 * the page cache as with keep_cache */
+	if (fs.cfg.skip_open && cache) {
+		/* no OPEN/RELEASE (OPENDIR/RELEASEDIR) round trips from now on;
+		 * the kernel then keeps the page cache (listings) as with
+		 * keep_cache (cache_readdir) */
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
 	fi->fh = 0;
-	fi->keep_cache = fs.cfg.keep_cache;
+	fi->keep_cache = cache;
+	if (dir)
+		fi->cache_readdir = cache;
 	fuse_reply_open(req, fi);
+}
+
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fs_reply_open(req, fi, fs.cfg.keep_cache, 0);
 }
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -60,6 +68,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, ENOSYS);
 }
 
+/* Also RELEASEDIR: nothing is kept per open file or directory. */
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -67,6 +76,7 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/* Also FSYNCDIR: both make everything before them durable. */
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)datasync;
@@ -144,16 +154,10 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	rc = fs_read_inode(ino, &t, &in);
-	if (rc) {
-		fuse_reply_err(req, -rc);
+	if (fs_read_inode_for(req, ino, &t, &in))
 		return;
-	}
-	if (S_ISDIR(in.mode))
-		rc = -EISDIR;
-	else if (!S_ISREG(in.mode))
-		rc = -EINVAL;
-	else
+	rc = S_ISDIR(in.mode) ? -EISDIR : S_ISREG(in.mode) ? 0 : -EINVAL;
+	if (rc == 0)
 		n = kv_data_read(t, ino, in.size, (uint64_t)off, size, iov + 1, READ_IOV_MAX, &cnt);
 	if (n < 0)
 		rc = (int)n;
@@ -198,6 +202,19 @@ static void notify_blocks(uint64_t ino)
 		fs_notify_inval(ino, -1, 0);
 }
 
+/* Inode ino in txn when it is a regular file: -EISDIR for a directory,
+ * not_reg for anything else. */
+static int get_file(kv_txn *t, uint64_t ino, struct kv_inode *in, int not_reg)
+{
+	int rc = kv_inode_get(t, ino, in);
+
+	if (rc)
+		return rc;
+	if (S_ISDIR(in->mode))
+		return -EISDIR;
+	return S_ISREG(in->mode) ? 0 : not_reg;
+}
+
 static int apply_write(kv_txn *t, void *arg)
 {
 	struct write_args *a = arg;
@@ -205,13 +222,9 @@ static int apply_write(kv_txn *t, void *arg)
 	uint64_t nblocks;
 	int rc;
 
-	rc = kv_inode_get(t, a->ino, &in);
+	rc = get_file(t, a->ino, &in, -EINVAL);
 	if (rc)
 		return rc;
-	if (S_ISDIR(in.mode))
-		return -EISDIR;
-	if (!S_ISREG(in.mode))
-		return -EINVAL;
 	/* past the end of a file whose write back failed for want of room: the
 	 * kernel dropped the pages it could not write back, and storing this
 	 * would leave a stretch of zeros where they belonged */
@@ -391,13 +404,9 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	int rc;
 
 	a->blocks_changed = 0;
-	rc = kv_inode_get(t, a->ino, &in);
+	rc = get_file(t, a->ino, &in, -ENODEV);
 	if (rc)
 		return rc;
-	if (S_ISDIR(in.mode))
-		return -EISDIR;
-	if (!S_ISREG(in.mode))
-		return -ENODEV;
 	nblocks = in.nblocks;
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
 		rc = kv_data_punch(t, &in, a->off, a->len);

@@ -137,6 +137,12 @@ void fs_maybe_touch_atime(const struct kv_inode *in);
 /* Begin a read transaction and get inode ino in it: 0 with *t open (the
  * caller ends it), or -errno with none left open. */
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);
+/* The same for a handler that replies from the map: 0 with *t open, or the
+ * error already replied and -1. */
+int fs_read_inode_for(fuse_req_t req, uint64_t ino, kv_txn **t, struct kv_inode *in);
+/* OPEN and OPENDIR (file.c): skipped from now on (ENOSYS) when skip_open
+ * and the cache they would set up (keep_cache, cached listings) are on. */
+void fs_reply_open(fuse_req_t req, struct fuse_file_info *fi, int cache, int dir);
 
 /* pending.c: the changes queued for the next batch and not yet committed,
  * by inode; today the times a SETATTR stores lazily. */
@@ -276,8 +282,6 @@ void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi);
 void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi);
-void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		  struct fuse_file_info *fi);

@@ -241,6 +241,16 @@ int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 	return rc;
 }
 
+int fs_read_inode_for(fuse_req_t req, uint64_t ino, kv_txn **t, struct kv_inode *in)
+{
+	int rc = fs_read_inode(ino, t, in);
+
+	if (rc == 0)
+		return 0;
+	fuse_reply_err(req, -rc);
+	return -1;
+}
+
 static int find_ino(kv_txn *t, const void *arg, struct kv_inode *in)
 {
 	return kv_inode_get(t, *(const uint64_t *)arg, in);

@@ -243,29 +243,55 @@ static void set_short(struct ient *e, int on)
 	}
 }
 
-void fs_itable_set_short(uint64_t ino)
+enum mark { MARK_SHORT, MARK_SETTLED, MARK_APPEND, MARK_NO_APPENDS };
+
+/* Change the write-back marks of ino, if the kernel references it. */
+static void mark(uint64_t ino, enum mark what, uint64_t from)
 {
 	struct stripe *s;
 	struct ient *e = locked(ino, &s);
 
 	if (!e)
 		return;
-	set_short(e, 1);
-	e->tell = 1;
+	switch (what) {
+	case MARK_SHORT:
+		set_short(e, 1);
+		e->tell = 1;
+		break;
+	case MARK_SETTLED:
+		set_short(e, 0);
+		e->tell = 0;
+		e->append_from = 0;
+		break;
+	case MARK_APPEND: /* the least size it grew from, + 1 */
+		if (!e->append_from || from + 1 < e->append_from)
+			e->append_from = from + 1;
+		break;
+	case MARK_NO_APPENDS:
+		e->append_from = 0;
+		break;
+	}
 	stripe_unlock(s);
+}
+
+void fs_itable_set_short(uint64_t ino)
+{
+	mark(ino, MARK_SHORT, 0);
 }
 
 void fs_itable_settled(uint64_t ino)
 {
-	struct stripe *s;
-	struct ient *e = locked(ino, &s);
+	mark(ino, MARK_SETTLED, 0);
+}
 
-	if (!e)
-		return;
-	set_short(e, 0);
-	e->tell = 0;
-	e->append_from = 0;
-	stripe_unlock(s);
+void fs_itable_note_append(uint64_t ino, uint64_t from)
+{
+	mark(ino, MARK_APPEND, from);
+}
+
+void fs_itable_drop_appends(uint64_t ino)
+{
+	mark(ino, MARK_NO_APPENDS, 0);
 }
 
 /* The short mark of ino, or (take) its tell mark, which it then clears. */
@@ -295,29 +321,6 @@ int fs_itable_short(uint64_t ino)
 int fs_itable_take_tell(uint64_t ino)
 {
 	return short_mark(ino, 1);
-}
-
-void fs_itable_note_append(uint64_t ino, uint64_t from)
-{
-	struct stripe *s;
-	struct ient *e = locked(ino, &s);
-
-	if (!e)
-		return;
-	if (!e->append_from || from + 1 < e->append_from)
-		e->append_from = from + 1;
-	stripe_unlock(s);
-}
-
-void fs_itable_drop_appends(uint64_t ino)
-{
-	struct stripe *s;
-	struct ient *e = locked(ino, &s);
-
-	if (!e)
-		return;
-	e->append_from = 0;
-	stripe_unlock(s);
 }
 
 int fs_itable_appended(uint64_t ino, uint64_t *from)

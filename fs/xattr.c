@@ -102,11 +102,8 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
-	rc = fs_read_inode(ino, &t, &in);
-	if (rc) {
-		fuse_reply_err(req, -rc);
+	if (fs_read_inode_for(req, ino, &t, &in))
 		return;
-	}
 	rc = kv_xattr_get(t, ino, name, &val, &len);
 	if (rc == -ENODATA && refused)
 		rc = refused;
@@ -127,13 +124,9 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct kv_inode in;
 	ssize_t n;
 	kv_txn *t;
-	int rc;
 
-	rc = fs_read_inode(ino, &t, &in);
-	if (rc) {
-		fuse_reply_err(req, -rc);
+	if (fs_read_inode_for(req, ino, &t, &in))
 		return;
-	}
 	n = kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
 	fs_read_end(t);
 	if (n < 0)
