@@ -1,7 +1,8 @@
 /*
  * kv_int.h - internals shared by the files of kv/: the environment and
- * transaction structures, the key and record encodings of docs/FORMAT.md,
- * and the one place LMDB codes become errno values.
+ * transaction structures, the key and record encodings of docs/FORMAT.md
+ * (codec.c, hash.c), and the one place LMDB codes become errno values
+ * (err.c).
  *
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record
@@ -142,12 +143,13 @@ static inline uint64_t kv_bytes_past_end(const struct stat *st)
 	return held > (uint64_t)st->st_size ? held - (uint64_t)st->st_size : 0;
 }
 
-/* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests
- * replace it to force collisions. */
+/* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64; hash.c).
+ * Tests replace it to force collisions. */
 extern uint64_t (*kv_name_hash)(const char *name, size_t len);
 uint64_t kv_name_hash_xxh3(const char *name, size_t len);
 
-/* LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may be NULL). */
+/* err.c. LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may
+ * be NULL). */
 int kv_err(kv_txn *txn, int rc, const char *what);
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A one-line message into err (errlen bytes; nothing when err is NULL). */
@@ -205,13 +207,13 @@ static inline uint64_t kv_get_le64(const unsigned char *p)
 	return (uint64_t)kv_get_le32(p) | (uint64_t)kv_get_le32(p + 4) << 32;
 }
 
-/* Records (format.c). Decoders return -EIO on a malformed record. */
+/* Records (codec.c). Decoders return -EIO on a malformed record. */
 void kv_super_encode(const struct kv_super *s, unsigned char out[KV_SUPER_LEN]);
 int kv_super_decode(const void *buf, size_t len, struct kv_super *s);
 /* out must hold KV_INODE_LEN bytes; inline data follows it (caller copies). */
 void kv_inode_encode(const struct kv_inode *in, unsigned char *out);
 int kv_inode_decode(uint64_t ino, const void *buf, size_t len, struct kv_inode *out);
-/* Checksum of a data block: XXH3-64 seeded by its key. */
+/* Checksum of a data block: XXH3-64 seeded by its key (hash.c). */
 uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len);
 
 /* Superblock write through the writer's transaction (inode.c). */

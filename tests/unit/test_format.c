@@ -1,9 +1,9 @@
 /*
- * test_format.c - kv/format.c: superblock and inode record encode/decode
- * (byte positions from docs/FORMAT.md), the decoders' refusals (newer
- * version, bad magic, short or out-of-range records), the big- and
- * little-endian helpers of kv_int.h, the LMDB-to-errno mapping, the name
- * hash and the block checksum.
+ * test_format.c - kv/codec.c, kv/hash.c and kv/err.c: superblock and inode
+ * record encode/decode (byte positions from docs/FORMAT.md), the decoders'
+ * refusals (newer version, bad magic, short or out-of-range records), the
+ * big- and little-endian helpers of kv_int.h, the LMDB-to-errno mapping,
+ * the name hash and the block checksum.
  */
 #include <errno.h>
 #include <setjmp.h>
