@@ -154,15 +154,23 @@ size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de)
 
 /* -------------------------------------------------------------- blocks -- */
 
-int kv_check_block(kv_env *e, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
-		   size_t *len)
+enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
+				    size_t vlen, size_t *len)
 {
 	const unsigned char *p = val;
 
-	if (vlen <= KV_CSUM_LEN || vlen > e->super.block_size + KV_CSUM_LEN)
-		return -EIO;
-	*len = vlen - KV_CSUM_LEN;
+	*len = vlen > KV_CSUM_LEN ? vlen - KV_CSUM_LEN : 0;
+	if (vlen <= KV_CSUM_LEN || vlen > bs + KV_CSUM_LEN)
+		return KV_BLOCK_BAD_LEN;
 	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len))
+		return KV_BLOCK_BAD_SUM;
+	return KV_BLOCK_OK;
+}
+
+int kv_check_block(kv_env *e, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
+		   size_t *len)
+{
+	if (kv_block_verify(e->super.block_size, ino, idx, val, vlen, len) != KV_BLOCK_OK)
 		return -EIO;
 	return 0;
 }

@@ -36,20 +36,18 @@ static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
 /* Check a block value; set *len to its data length. */
 static int block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
 {
-	const unsigned char *p = v->mv_data;
-
-	if (v->mv_size <= KV_CSUM_LEN || v->mv_size > t->env->super.block_size + KV_CSUM_LEN) {
+	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->mv_data, v->mv_size, len)) {
+	case KV_BLOCK_OK:
+		return 0;
+	case KV_BLOCK_BAD_LEN:
 		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
 		       (unsigned long long)idx, v->mv_size);
 		return -EIO;
-	}
-	*len = v->mv_size - KV_CSUM_LEN;
-	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len)) {
+	default:
 		kv_log("inode %llu block %llu: checksum mismatch", (unsigned long long)ino,
 		       (unsigned long long)idx);
 		return -EIO;
 	}
-	return 0;
 }
 
 int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_t *len)

@@ -21,9 +21,8 @@
 #define SLOTS 256
 
 struct ent {
-	uint8_t slot, type, namelen;
-	uint64_t ino;
-	const char *name;
+	struct kv_dirent de;
+	uint8_t slot;
 	size_t off, len; /* position of the whole entry in the list */
 };
 
@@ -34,25 +33,17 @@ static MDB_val dirent_key(unsigned char buf[16], uint64_t dir, uint64_t hash)
 	return (MDB_val){16, buf};
 }
 
-/* Parse the entry at *off of list v; -EIO if malformed, 1 at the end. */
+/* Parse the entry at *off of list v (codec.c); -EIO if malformed, 1 at the
+ * end. */
 static int next_ent(const MDB_val *v, size_t *off, struct ent *e)
 {
-	const unsigned char *p = v->mv_data;
+	size_t at = *off;
+	int rc = kv_decode_dirent(v->mv_data, v->mv_size, off, &e->de, &e->slot);
 
-	if (*off == v->mv_size)
-		return 1;
-	if (v->mv_size - *off < KV_DIRENT_HDR)
-		return -EIO;
-	e->off = *off;
-	e->slot = p[*off];
-	e->type = p[*off + 1];
-	e->namelen = p[*off + 2];
-	e->ino = kv_get_le64(p + *off + 3);
-	e->len = KV_DIRENT_HDR + e->namelen;
-	if (e->namelen == 0 || v->mv_size - *off < e->len)
-		return -EIO;
-	e->name = (const char *)p + *off + KV_DIRENT_HDR;
-	*off += e->len;
+	if (rc)
+		return rc;
+	e->off = at;
+	e->len = *off - at;
 	return 0;
 }
 
@@ -69,7 +60,7 @@ static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len
 	int rc;
 
 	while ((rc = next_ent(v, &off, e)) == 0)
-		if (e->namelen == len && memcmp(e->name, name, len) == 0)
+		if (e->de.namelen == len && memcmp(e->de.name, name, len) == 0)
 			return 0;
 	return rc < 0 ? corrupt(dir) : -ENOENT;
 }
@@ -77,11 +68,9 @@ static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len
 static void write_ent(unsigned char *p, uint8_t slot, uint8_t type, const char *name,
 		      size_t len, uint64_t ino)
 {
-	p[0] = slot;
-	p[1] = type;
-	p[2] = (unsigned char)len;
-	kv_put_le64(p + 3, ino);
-	memcpy(p + KV_DIRENT_HDR, name, len);
+	kv_encode_dirent(p, slot,
+			 &(struct kv_dirent){.ino = ino, .type = type, .namelen = (uint8_t)len,
+					     .name = name});
 }
 
 static int check_name(const char *name, size_t len)
@@ -111,10 +100,7 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	rc = find_ent(dir, &v, name, len, &e);
 	if (rc)
 		return rc;
-	out->ino = e.ino;
-	out->type = e.type;
-	out->namelen = e.namelen;
-	out->name = e.name;
+	*out = e.de;
 	return 0;
 }
 
@@ -146,7 +132,7 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	slot = 0;
 	ins = v.mv_size;
 	while ((rc = next_ent(&v, &off, &e)) == 0) {
-		if (e.namelen == len && memcmp(e.name, name, len) == 0)
+		if (e.de.namelen == len && memcmp(e.de.name, name, len) == 0)
 			return -EEXIST;
 		if (ins == v.mv_size) {
 			if (e.slot == slot)
@@ -227,20 +213,13 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, v.mv_data, v.mv_size);
-	buf[e.off + 1] = type;
-	kv_put_le64(buf + e.off + 3, ino);
+	e.de.ino = ino;
+	e.de.type = type;
+	kv_encode_dirent(buf + e.off, e.slot, &e.de); /* the name from v, as it was */
 	nv = (MDB_val){v.mv_size, buf};
 	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
 	free(buf);
 	return rc;
-}
-
-static void fill(struct kv_dirent *out, const struct ent *e)
-{
-	out->ino = e->ino;
-	out->type = e->type;
-	out->namelen = e->namelen;
-	out->name = e->name;
 }
 
 int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out)
@@ -275,7 +254,7 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 		off = 0;
 		while ((rc = next_ent(&v, &off, &e)) == 0) {
 			if (e.slot > after) {
-				fill(out, &e);
+				*out = e.de;
 				*cookie = ((h << 8) | e.slot) + KV_COOKIE_FIRST;
 				return 0;
 			}

@@ -215,6 +215,11 @@ void kv_inode_encode(const struct kv_inode *in, unsigned char *out);
 int kv_inode_decode(uint64_t ino, const void *buf, size_t len, struct kv_inode *out);
 /* Checksum of a data block: XXH3-64 seeded by its key (hash.c). */
 uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len);
+/* A data block's value, read from disk, against its key (block size bs):
+ * *len is the data bytes it holds (0 when too short for its checksum). */
+enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM };
+enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
+				    size_t vlen, size_t *len);
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);
