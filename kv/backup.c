@@ -19,7 +19,7 @@
 int kv_backup(kv_env *e, const char *dest, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd, rc;
+	int fd, mrc, rc;
 
 	if (stat(dest, &st) == 0) {
 		snprintf(err, errlen, "'%s' exists", dest);
@@ -32,14 +32,16 @@ int kv_backup(kv_env *e, const char *dest, char *err, size_t errlen)
 		return rc;
 	}
 	/* one read transaction inside LMDB: a consistent snapshot, compacted */
-	rc = mdb_env_copyfd2(e->env, fd, MDB_CP_COMPACT);
+	mrc = mdb_env_copyfd2(e->env, fd, MDB_CP_COMPACT);
+	rc = kv_err(NULL, mrc, NULL);
 	if (rc == 0 && fsync(fd) != 0)
-		rc = errno;
+		rc = -errno;
 	close(fd);
 	if (rc) {
 		unlink(dest);
-		snprintf(err, errlen, "backup to '%s': %s", dest, mdb_strerror(rc));
-		return rc > 0 ? -rc : -EIO;
+		snprintf(err, errlen, "backup to '%s': %s", dest,
+			 mrc ? mdb_strerror(mrc) : strerror(-rc));
+		return rc;
 	}
 	return 0;
 }

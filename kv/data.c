@@ -56,9 +56,9 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 	MDB_val k = block_key(kb, ino, idx), v;
 	int rc;
 
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v), "get block");
 	if (rc)
-		return kv_err(t, rc, "get block");
+		return rc;
 	rc = block_check(t, ino, idx, &v, len);
 	if (rc == 0)
 		*data = v.mv_data;
@@ -66,8 +66,8 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 }
 
 /* Store a block. sum: its checksum computed beforehand, or NULL. flags:
- * MDB_NOOVERWRITE for a block that cannot exist yet (MDB_KEYEXIST if it
- * does, nothing changed). */
+ * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
+ * nothing changed). */
 static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
 		     const uint64_t *sum, unsigned flags)
 {
@@ -75,11 +75,10 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
 	int rc;
 
-	rc = mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags);
-	if (rc == MDB_KEYEXIST)
-		return rc;
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags),
+		    "put block");
 	if (rc)
-		return kv_err(t, rc, "put block");
+		return rc;
 	memcpy(v.mv_data, data, len);
 	kv_put_le64((unsigned char *)v.mv_data + len,
 		    sum ? *sum : kv_block_csum(ino, idx, data, len));
@@ -118,7 +117,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc, n = 0;
+	int mrc, rc, n = 0;
 
 	*iovcnt = 0;
 	if (off >= size || len == 0)
@@ -128,14 +127,14 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, off / bs);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (pos < end) {
 		uint64_t next = UINT64_MAX; /* index of the block the cursor stands on */
 
-		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			next = kv_get_be64((unsigned char *)k.mv_data + 8);
-		else if (rc && rc != MDB_NOTFOUND)
-			return kv_err(t, rc, "read");
+		else if (mrc && mrc != MDB_NOTFOUND)
+			return kv_err(t, mrc, "read");
 		idx = pos / bs;
 		if (next != idx) { /* a hole up to the next stored block */
 			uint64_t to = next != UINT64_MAX && next < end / bs + 1 ? next * bs : end;
@@ -144,8 +143,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 			rc = iov_add(iov, iovmax, &n, zeros, to - pos);
 			if (rc)
 				return rc;
-			pos = to;
-			rc = 0;
+			pos = to; /* the cursor still stands on block next */
 			continue;
 		}
 		rc = block_check(t, ino, idx, &v, &blen);
@@ -165,7 +163,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 				return rc;
 			pos = idx * bs + bend;
 		}
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}
 	*iovcnt = n;
 	return (ssize_t)(end - off);
@@ -198,7 +196,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	const unsigned char *src = buf;
 	unsigned char *w = t->env->wbuf;
 	uint64_t pos = off, end, first_sum;
-	int rc;
+	int mrc, rc;
 
 	if (!t->write)
 		return -EROFS;
@@ -222,8 +220,8 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		if (from == 0 && idx - first_sum < nsums)
 			sum = &sums[idx - first_sum];
 	again:
-		rc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-		if (rc == 0) {
+		mrc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+		if (mrc == 0) {
 			/* the old bytes are needed (and verified) only when some of
 			 * them survive: a block written over whole is just replaced,
 			 * which also lets a damaged block be overwritten */
@@ -233,8 +231,8 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				olen = v.mv_size - KV_CSUM_LEN;
 			if (!(from == 0 && to >= olen) && (rc = block_check(t, in->ino, idx, &v, &olen)))
 				return rc;
-		} else if (rc != MDB_NOTFOUND) {
-			return kv_err(t, rc, "get block");
+		} else if (mrc != MDB_NOTFOUND) {
+			return kv_err(t, mrc, "get block");
 		}
 		if (from == 0 && to >= olen) {
 			rc = block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
@@ -247,7 +245,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			nlen = to > olen ? to : olen;
 			rc = block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
 		}
-		if (rc == MDB_KEYEXIST) {
+		if (rc == -EEXIST) {
 			/* a block past the end after all (a damaged image) */
 			fresh = 0;
 			goto again;
@@ -275,18 +273,18 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)
 		return rc;
 	for (;;) {
 		k = block_key(kb, in->ino, idx);
-		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (rc == MDB_NOTFOUND)
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (mrc == MDB_NOTFOUND)
 			return 0;
-		if (rc)
-			return kv_err(t, rc, "zero range");
+		if (mrc)
+			return kv_err(t, mrc, "zero range");
 		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != in->ino)
 			return 0;
 		idx = kv_get_be64((unsigned char *)k.mv_data + 8);
@@ -300,9 +298,9 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
 			return rc;
 		if (from == 0 && to >= blen) {
-			rc = mdb_cursor_del(c, 0);
+			rc = kv_err(t, mdb_cursor_del(c, 0), "delete block");
 			if (rc)
-				return kv_err(t, rc, "delete block");
+				return rc;
 			in->nblocks--;
 		} else if (from < blen) {
 			memcpy(w, v.mv_data, blen);
@@ -357,7 +355,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	if (!t->write)
 		return -EROFS;
@@ -379,8 +377,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			return 0;
 		}
 		k = block_key(kb, in->ino, idx);
-		rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
-		if (rc == MDB_NOTFOUND) {
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+		if (mrc == MDB_NOTFOUND) {
 			rc = block_put(t, in->ino, idx, zeros, want, NULL, 0);
 			if (rc)
 				return rc;
@@ -388,8 +386,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			n++;
 			continue;
 		}
-		if (rc)
-			return kv_err(t, rc, "allocate");
+		if (mrc)
+			return kv_err(t, mrc, "allocate");
 		rc = block_check(t, in->ino, idx, &v, &blen);
 		if (rc)
 			return rc;
@@ -413,7 +411,7 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	uint64_t first, last, stored = 0;
 	MDB_cursor *c;
 	MDB_val k, v;
-	int rc;
+	int mrc, rc;
 
 	*count = 0;
 	if (off >= end)
@@ -424,15 +422,15 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, first);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != ino ||
 		    kv_get_be64((unsigned char *)k.mv_data + 8) > last)
 			break;
 		stored++;
 	}
-	if (rc && rc != MDB_NOTFOUND)
-		return kv_err(t, rc, "count holes");
+	if (mrc && mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "count holes");
 	*count = last - first + 1 - stored;
 	return 0;
 }
@@ -446,7 +444,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
@@ -456,12 +454,13 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, want);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		uint64_t idx = UINT64_MAX, at;
 
-		if (rc && rc != MDB_NOTFOUND)
-			return kv_err(t, rc, "seek");
-		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+		if (mrc && mrc != MDB_NOTFOUND)
+			return kv_err(t, mrc, "seek");
+		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
 		if (idx == UINT64_MAX || idx * bs >= size) {
 			/* no stored block left before EOF */

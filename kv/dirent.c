@@ -94,9 +94,9 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	if (rc)
 		return rc;
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v), "get dirent");
 	if (rc)
-		return kv_err(t, rc, "get dirent");
+		return rc;
 	rc = find_ent(dir, &v, name, len, &e);
 	if (rc)
 		return rc;
@@ -112,21 +112,21 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	MDB_val k, v, nv;
 	struct ent e;
 	size_t off = 0, ins;
-	int rc = check_name(name, len), slot;
+	int rc = check_name(name, len), mrc, slot;
 
 	if (rc)
 		return rc;
 	if (!t->write)
 		return -EROFS;
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
-	if (rc == MDB_NOTFOUND) {
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (mrc == MDB_NOTFOUND) {
 		write_ent(one, 0, type, name, len, ino);
 		nv = (MDB_val){KV_DIRENT_HDR + len, one};
 		return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
 	}
-	if (rc)
-		return kv_err(t, rc, "get dirent");
+	if (mrc)
+		return kv_err(t, mrc, "get dirent");
 
 	/* a hash collision: the name must be new, and takes the lowest free slot */
 	slot = 0;
@@ -169,9 +169,9 @@ static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	if (!t->write)
 		return -EROFS;
 	*k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v);
+	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v), "get dirent");
 	if (rc)
-		return kv_err(t, rc, "get dirent");
+		return rc;
 	return find_ent(dir, v, name, len, e);
 }
 
@@ -231,7 +231,7 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 	int after = -1; /* resume after this slot within the hash's list */
 	struct ent e;
 	size_t off;
-	int rc;
+	int mrc, rc;
 
 	if (*cookie >= KV_COOKIE_FIRST) {
 		uint64_t x = *cookie - KV_COOKIE_FIRST;
@@ -242,8 +242,8 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 	if (!c)
 		return rc;
 	k = dirent_key(kb, dir, hash);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
+	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
 		if (k.mv_size != 16)
 			return corrupt(dir);
 		if (kv_get_be64(k.mv_data) != dir)
@@ -262,5 +262,5 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 		if (rc < 0)
 			return corrupt(dir);
 	}
-	return kv_err(t, rc, "readdir");
+	return kv_err(t, mrc, "readdir");
 }

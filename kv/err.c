@@ -4,9 +4,14 @@
  * one-line messages kv_mkfs, kv_open and kv_backup hand back (kv_seterr).
  *
  * Invariants:
- *  1. Every LMDB return code becomes an errno here and nowhere else.
+ *  1. Every LMDB return code becomes an errno here and nowhere else. Code
+ *     elsewhere in kv/ keeps an LMDB code in a variable of its own (mrc) and
+ *     converts it at the call that got it (or tests it for one code, such as
+ *     MDB_NOTFOUND, that means something there); a variable named rc holds 0
+ *     or a negative errno, never an LMDB code.
  *  2. kv_err logs what a caller cannot tell from the errno alone (a reader
- *     table full, an LMDB failure that became -EIO), once.
+ *     table full, an LMDB failure that became -EIO), once, unless the caller
+ *     reports the failure itself (what == NULL: a message into err).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -46,9 +51,9 @@ void kv_log(const char *fmt, ...)
 		fprintf(stderr, "kvfs: %s\n", line);
 }
 
-int kv_err(kv_txn *txn, int rc, const char *what)
+int kv_err_map(kv_txn *txn, int mrc, const char *what)
 {
-	switch (rc) {
+	switch (mrc) {
 	case 0:
 		return 0;
 	case MDB_NOTFOUND:
@@ -64,8 +69,13 @@ int kv_err(kv_txn *txn, int rc, const char *what)
 			txn->txn_full = 1;
 		return -ENOSPC;
 	case MDB_READERS_FULL:
-		kv_log("%s: reader table full", what);
+		if (what)
+			kv_log("%s: reader table full", what);
 		return -EAGAIN;
+	case MDB_INVALID: /* not an LMDB file: env open */
+		return -EINVAL;
+	case MDB_VERSION_MISMATCH: /* a file of another LMDB: env open */
+		return -EPROTONOSUPPORT;
 	case ENOMEM:
 		return -ENOMEM;
 	case ENOSPC:
@@ -73,9 +83,10 @@ int kv_err(kv_txn *txn, int rc, const char *what)
 	case EACCES:
 	case EROFS:
 	case EPERM:
-		return -rc;
+		return -mrc;
 	default:
-		kv_log("%s: %s", what, mdb_strerror(rc));
+		if (what)
+			kv_log("%s: %s", what, mdb_strerror(mrc));
 		return -EIO;
 	}
 }

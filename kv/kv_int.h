@@ -148,9 +148,20 @@ static inline uint64_t kv_bytes_past_end(const struct stat *st)
 extern uint64_t (*kv_name_hash)(const char *name, size_t len);
 uint64_t kv_name_hash_xxh3(const char *name, size_t len);
 
-/* err.c. LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may
- * be NULL). */
-int kv_err(kv_txn *txn, int rc, const char *what);
+/* err.c. The one mapping of an LMDB return code (mrc: 0, an MDB_* code, or
+ * an errno value LMDB passed on from the host) to 0 or a negative errno:
+ *   MDB_NOTFOUND -ENOENT, MDB_KEYEXIST -EEXIST, MDB_MAP_FULL and MDB_TXN_FULL
+ *   -ENOSPC (recorded on txn, which may be NULL), MDB_READERS_FULL -EAGAIN,
+ *   MDB_INVALID -EINVAL, MDB_VERSION_MISMATCH -EPROTONOSUPPORT, ENOMEM,
+ *   ENOSPC, EACCES, EROFS and EPERM as themselves, anything else -EIO.
+ * A reader table full and an -EIO are logged as "what: reason"; what NULL:
+ * not logged, the caller reports it. kv_err is the one to call: it costs no
+ * call on success, so a hot path may convert every LMDB result with it. */
+int kv_err_map(kv_txn *txn, int mrc, const char *what);
+static inline int kv_err(kv_txn *txn, int mrc, const char *what)
+{
+	return mrc ? kv_err_map(txn, mrc, what) : 0;
+}
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A one-line message into err (errlen bytes; nothing when err is NULL). */
 void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -163,6 +174,11 @@ void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
 int kv_image_lock(int fd, const char *path, char *err, size_t errlen);
 /* Let go of the lock taken on fd (before closing it). */
 void kv_image_unlock(int fd);
+
+/* Resize the map to bytes (0: adopt the size another process gave the
+ * image), with env->map_lock held exclusive (invariant 3): the caller holds
+ * no transaction of env, read or write (env.c). */
+int kv_map_resize(kv_env *env, uint64_t bytes);
 
 /* A cursor on db valid in txn. NULL with *rc set on failure. */
 MDB_cursor *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);

@@ -42,10 +42,10 @@ int kv_db_lookup(const char *name, enum kv_db *db)
 int kv_db_count(kv_txn *t, enum kv_db db, uint64_t *count)
 {
 	MDB_stat ms;
-	int rc = mdb_stat(t->txn, t->env->dbi[db], &ms);
+	int rc = kv_err(t, mdb_stat(t->txn, t->env->dbi[db], &ms), "stat");
 
 	if (rc)
-		return kv_err(t, rc, "stat");
+		return rc;
 	*count = ms.ms_entries;
 	return 0;
 }
@@ -57,10 +57,10 @@ int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
 
 	if (!it)
 		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, t->env->dbi[db], &it->c);
+	rc = kv_err(t, mdb_cursor_open(t->txn, t->env->dbi[db], &it->c), "open cursor");
 	if (rc) {
 		free(it);
-		return kv_err(t, rc, "open cursor");
+		return rc;
 	}
 	it->t = t;
 	it->next_op = MDB_FIRST;
@@ -71,14 +71,14 @@ int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
 int kv_iter_seek(kv_iter *it, const void *key, size_t klen)
 {
 	MDB_val k = {klen, (void *)key}, v;
-	int rc = mdb_cursor_get(it->c, &k, &v, MDB_SET_RANGE);
+	int mrc = mdb_cursor_get(it->c, &k, &v, MDB_SET_RANGE);
 
-	if (rc == MDB_NOTFOUND) {
+	if (mrc == MDB_NOTFOUND) {
 		it->at_end = 1;
 		return -ENOENT;
 	}
-	if (rc)
-		return kv_err(it->t, rc, "seek");
+	if (mrc)
+		return kv_err(it->t, mrc, "seek");
 	it->at_end = 0;
 	it->next_op = MDB_GET_CURRENT;
 	return 0;
@@ -87,18 +87,18 @@ int kv_iter_seek(kv_iter *it, const void *key, size_t klen)
 int kv_iter_next(kv_iter *it, const void **key, size_t *klen, const void **val, size_t *vlen)
 {
 	MDB_val k, v;
-	int rc;
+	int mrc;
 
 	if (it->at_end)
 		return -ENOENT;
-	rc = mdb_cursor_get(it->c, &k, &v, it->next_op);
+	mrc = mdb_cursor_get(it->c, &k, &v, it->next_op);
 	it->next_op = MDB_NEXT;
-	if (rc == MDB_NOTFOUND) {
+	if (mrc == MDB_NOTFOUND) {
 		it->at_end = 1;
 		return -ENOENT;
 	}
-	if (rc)
-		return kv_err(it->t, rc, "next");
+	if (mrc)
+		return kv_err(it->t, mrc, "next");
 	*key = k.mv_data;
 	*klen = k.mv_size;
 	*val = v.mv_data;

@@ -188,17 +188,6 @@ static void allocate_reserve(kv_env *e, const struct kv_room *r)
 		(void)!fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, (off_t)r->alloc_end, (off_t)len);
 }
 
-/* Resize the map to bytes (no transaction of the env may be running). */
-static int map_resize(kv_env *e, uint64_t bytes)
-{
-	int rc;
-
-	pthread_rwlock_wrlock(&e->map_lock);
-	rc = mdb_env_set_mapsize(e->env, bytes);
-	pthread_rwlock_unlock(&e->map_lock);
-	return rc ? kv_err(NULL, rc, "resize map") : 0;
-}
-
 int kv_room_update(kv_env *e)
 {
 	struct kv_room r;
@@ -225,7 +214,7 @@ int kv_room_update(kv_env *e)
 	e->room_next = r.extent + step;
 	mdb_env_info(e->env, &info);
 	if (!e->in_reserve && info.me_mapsize > r.cap) {
-		if (map_resize(e, r.cap) == 0)
+		if (kv_map_resize(e, r.cap) == 0)
 			shrunk = 1;
 	}
 	return shrunk;
@@ -251,7 +240,7 @@ int kv_map_grow(kv_env *e)
 	next = (uint64_t)info.me_mapsize * 2;
 	if (next > limit || e->in_reserve)
 		next = limit;
-	return map_resize(e, next);
+	return kv_map_resize(e, next);
 }
 
 void kv_room_close(kv_env *e)

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,42 @@ static void error_mapping(void **state)
 	assert_int_equal(kv_err(NULL, ENOSPC, "t"), -ENOSPC);
 	assert_int_equal(kv_err(NULL, EACCES, "t"), -EACCES);
 	assert_int_equal(kv_err(NULL, EINVAL, "t"), -EIO);
+	/* what kv_open says of a file LMDB refuses: the one mapping holds it */
+	assert_int_equal(kv_err(NULL, MDB_INVALID, "t"), -EINVAL);
+	assert_int_equal(kv_err(NULL, MDB_VERSION_MISMATCH, "t"), -EPROTONOSUPPORT);
+}
+
+static char logged[4][256];
+static int nlogged;
+
+static void log_to_array(const char *line)
+{
+	if (nlogged < 4)
+		snprintf(logged[nlogged], sizeof(logged[0]), "%s", line);
+	nlogged++;
+}
+
+/* kv_err logs what the errno hides, once, as "what: reason"; a caller that
+ * reports the failure itself (what NULL: kv_open, kv_mkfs, kv_backup put it
+ * in their message) gets no log line. */
+static void error_logging(void **state)
+{
+	(void)state;
+	nlogged = 0;
+	kv_set_log(log_to_array);
+	assert_int_equal(kv_err(NULL, MDB_NOTFOUND, "get"), -ENOENT);
+	assert_int_equal(kv_err(NULL, MDB_MAP_FULL, "put"), -ENOSPC);
+	assert_int_equal(nlogged, 0); /* the errno says it all */
+	assert_int_equal(kv_err(NULL, MDB_CORRUPTED, "get inode"), -EIO);
+	assert_int_equal(nlogged, 1);
+	assert_string_equal(logged[0], "get inode: MDB_CORRUPTED: Located page was wrong type");
+	assert_int_equal(kv_err(NULL, MDB_READERS_FULL, "begin read"), -EAGAIN);
+	assert_int_equal(nlogged, 2);
+	assert_string_equal(logged[1], "begin read: reader table full");
+	assert_int_equal(kv_err(NULL, MDB_CORRUPTED, NULL), -EIO);
+	assert_int_equal(kv_err(NULL, MDB_READERS_FULL, NULL), -EAGAIN);
+	assert_int_equal(nlogged, 2);
+	kv_set_log(NULL);
 }
 
 static void name_hash_and_checksum(void **state)
@@ -281,7 +318,8 @@ int main(void)
 	        cmocka_unit_test(super_round_trip), cmocka_unit_test(super_short_label),
 	        cmocka_unit_test(super_refusals),   cmocka_unit_test(inode_round_trip),
 	        cmocka_unit_test(inode_refusals),   cmocka_unit_test(endian_helpers),
-	        cmocka_unit_test(error_mapping),    cmocka_unit_test(name_hash_and_checksum),
+	        cmocka_unit_test(error_mapping),    cmocka_unit_test(error_logging),
+	        cmocka_unit_test(name_hash_and_checksum),
 	};
 
 	return cmocka_run_group_tests_name("format", tests, NULL, NULL);
