@@ -177,6 +177,75 @@ int kv_check_block(kv_env *e, uint64_t ino, uint64_t idx, const void *val, size_
 
 /* ---------------------------------------------------------------- keys -- */
 
+int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *out)
+{
+	const unsigned char *p = key;
+
+	memset(out, 0, sizeof(*out));
+	if (db >= KV_NDB)
+		return -EINVAL;
+	if (db == KV_DB_META) {
+		out->name = key;
+		out->namelen = klen;
+		out->super = klen == strlen(KV_SUPER_KEY) && memcmp(key, KV_SUPER_KEY, klen) == 0;
+		return 0;
+	}
+	if (klen < 8)
+		return -EIO;
+	out->ino = kv_get_be64(p); /* every other database is keyed by inode first */
+	switch (db) {
+	case KV_DB_INODE:
+	case KV_DB_ORPHAN:
+		return klen == 8 ? 0 : -EIO;
+	case KV_DB_DIRENT:
+	case KV_DB_DATA:
+		if (klen != 16)
+			return -EIO;
+		if (db == KV_DB_DIRENT)
+			out->hash = kv_get_be64(p + 8);
+		else
+			out->idx = kv_get_be64(p + 8);
+		return 0;
+	default: /* KV_DB_XATTR */
+		out->name = (const char *)p + 8;
+		out->namelen = klen - 8;
+		return klen > 8 ? 0 : -EIO;
+	}
+}
+
+size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf)
+{
+	unsigned char *p = buf;
+
+	switch (db) {
+	case KV_DB_META:
+		if (k->super) {
+			memcpy(p, KV_SUPER_KEY, strlen(KV_SUPER_KEY));
+			return strlen(KV_SUPER_KEY);
+		}
+		memcpy(p, k->name, k->namelen);
+		return k->namelen;
+	case KV_DB_DIRENT:
+	case KV_DB_DATA:
+		kv_put_be64(p, k->ino);
+		kv_put_be64(p + 8, db == KV_DB_DIRENT ? k->hash : k->idx);
+		return 16;
+	case KV_DB_XATTR:
+		kv_put_be64(p, k->ino);
+		memcpy(p + 8, k->name, k->namelen);
+		return 8 + k->namelen;
+	default: /* inode, orphan */
+		kv_put_be64(p, k->ino);
+		return 8;
+	}
+}
+
+size_t kv_key_prefix(uint64_t ino, void *buf)
+{
+	kv_put_be64(buf, ino);
+	return 8;
+}
+
 uint64_t kv_key_u64(const void *p)
 {
 	return kv_get_be64(p);

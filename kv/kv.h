@@ -46,6 +46,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -145,10 +146,18 @@ struct kv_inode {
 
 struct kv_dirent {
 	uint64_t ino;
-	uint8_t type;     /* DT_* value, (mode & S_IFMT) >> 12 */
+	uint8_t type;     /* DT_* value: kv_dirent_type(mode) */
 	uint8_t namelen;
 	const char *name; /* not NUL-terminated; into the map */
 };
+
+/* The type a directory entry records for an inode of this mode: the DT_*
+ * value of <dirent.h> (DT_REG, DT_DIR, ...), which is (mode & S_IFMT) >> 12
+ * (docs/FORMAT.md). */
+static inline uint8_t kv_dirent_type(uint32_t mode)
+{
+	return (uint8_t)((mode & S_IFMT) >> 12);
+}
 
 /* Where the store's log lines go (default: stderr, prefixed "kvfs: "). */
 typedef void (*kv_log_fn)(const char *line);
@@ -400,6 +409,39 @@ int kv_raw_put(kv_txn *txn, enum kv_db db, const void *key, size_t klen, const v
                size_t vlen);
 int kv_raw_del(kv_txn *txn, enum kv_db db, const void *key, size_t klen);
 
+/* The parts of a raw key (docs/FORMAT.md). Fields a database's keys do not
+ * have are 0. */
+struct kv_key {
+	uint64_t ino;     /* inode, orphan: the inode; dirent: the directory;
+	                     data, xattr: the inode the record belongs to */
+	uint64_t hash;    /* dirent: the name hash (kv_dirent_hash) */
+	uint64_t idx;     /* data: the block index */
+	const char *name; /* xattr: the attribute's name; meta: the record's
+	                     name. Not NUL-terminated; into the key */
+	size_t namelen;
+	int super;        /* meta: the record is the superblock */
+};
+#define KV_KEY_MAX (8 + KV_XATTR_NAME_MAX) /* the longest key kv_key_encode makes */
+
+/* Split a raw key of db (klen bytes, as kv_iter_next hands it) into its
+ * parts. Only the key's shape is checked: an xattr key's name is checked
+ * by kv_xattr_name_check, a meta key may name a later version's record.
+ * -EIO: not a key of db (a wrong length); the parts it does hold are still
+ * set (ino, from a key of 8 bytes or more of a database keyed by inode
+ * first; an xattr name of what follows), so damage can be told to its
+ * inode. -EINVAL: no such db. */
+int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *out);
+/* The key of db with the parts in k (the inverse of kv_key_decode) into
+ * buf, which has room for KV_KEY_MAX bytes (and for k->namelen, of a meta
+ * key); returns its length. A meta key is the superblock's when k->super,
+ * else k->name. An xattr name is at most KV_XATTR_NAME_MAX bytes. */
+size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf);
+/* The bytes every key of inode ino starts with, in the databases keyed by
+ * inode first (inode, dirent, data, xattr, orphan), into buf (8 bytes);
+ * returns their count. kv_iter_seek there finds the inode's first record,
+ * malformed ones included. */
+size_t kv_key_prefix(uint64_t ino, void *buf);
+
 /* Decode records read raw. -EIO: malformed. */
 int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode *out);
 /* The superblock record (meta "super"). -EINVAL: bad magic;
@@ -415,12 +457,14 @@ int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent
 #define KV_DIRENT_LEN(namelen) (11 + (size_t)(namelen))
 size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de);
 /* Check a data block value against its key: 0 and *len (its data bytes),
- * -EIO on a bad length or checksum. */
+ * -EIO on a bad length or checksum. *len is set also then: the data bytes
+ * the value holds before its checksum, 0 when too short to hold one. */
 int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
                    size_t *len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
-/* Big-endian u64 at p (the fields of every key). */
+/* Big-endian u64 at p (the fields of every key; kv_key_decode and
+ * kv_key_encode take whole keys apart and make them). */
 uint64_t kv_key_u64(const void *p);
 void kv_key_put_u64(void *p, uint64_t v);
 
