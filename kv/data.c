@@ -16,6 +16,7 @@
  *  4. Range operations walk the stored blocks with a cursor, never every
  *     index of the range, so a huge sparse range costs what it holds.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -56,6 +57,7 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 	MDB_val k = block_key(kb, ino, idx), v;
 	int rc;
 
+	assert(kv_txn_mine(t));
 	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v), "get block");
 	if (rc)
 		return rc;
@@ -75,6 +77,7 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
 	int rc;
 
+	assert(t->write && kv_role_mine(t->env)); /* wb_bytes is the role's */
 	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags),
 		    "put block");
 	if (rc)
@@ -204,6 +207,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		return -EFBIG;
 	if (len == 0)
 		return 0; /* an empty write does not extend the file (POSIX write) */
+	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: wbuf */
 	end = off + len;
 	first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
 	while (pos < end) {

@@ -13,6 +13,7 @@
  *  2. A list is never empty: the last entry's removal deletes the key.
  *  3. A list whose bytes do not parse is -EIO, never a crash.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -93,6 +94,7 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 
 	if (rc)
 		return rc;
+	assert(kv_txn_mine(t));
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
 	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v), "get dirent");
 	if (rc)

@@ -12,8 +12,10 @@
  *     replaces) and LMDB's lock file is no more open than the image.
  *  3. Each thread has at most one kv_reader per env, kept in env->readers and
  *     freed by the thread-exit destructor or by kv_close, whichever is first.
- *  4. A reader holds env->map_lock shared while active; the writer resizes
- *     the map only with it held exclusive (kv_map_grow).
+ *  4. A reader holds env->map_lock shared while active; the map is resized
+ *     only with it held exclusive (kv_map_resize), by a thread that holds no
+ *     transaction: the writer's role between batches, or a reader adopting
+ *     another process's growth before it begins.
  */
 #include <assert.h>
 #include <errno.h>
@@ -656,6 +658,8 @@ int kv_map_resize(kv_env *e, uint64_t bytes)
 {
 	int mrc;
 
+	/* invariant 4: a txn of our own would deadlock here or be moved away */
+	assert(!kv_reading(e) && !(kv_role_mine(e) && e->w_txn));
 	pthread_rwlock_wrlock(&e->map_lock);
 	mrc = mdb_env_set_mapsize(e->env, bytes);
 	pthread_rwlock_unlock(&e->map_lock);
@@ -758,16 +762,33 @@ void kv_read_end(kv_txn *t)
 {
 	struct kv_reader *r = (struct kv_reader *)t;
 
-	assert(!t->write && r->active);
+	assert(!t->write && kv_txn_mine(t));
 	mdb_txn_reset(t->txn);
 	r->active = 0;
 	pthread_rwlock_unlock(&t->env->map_lock);
 }
 
+#ifndef NDEBUG
+int kv_reading(kv_env *e)
+{
+	struct kv_reader *r = pthread_getspecific(e->tls);
+
+	return r && r->active;
+}
+
+int kv_txn_mine(const kv_txn *t)
+{
+	if (t->write)
+		return kv_role_mine(t->env);
+	return pthread_getspecific(t->env->tls) == t && ((const struct kv_reader *)t)->active;
+}
+#endif
+
 MDB_cursor *kv_cursor(kv_txn *t, enum kv_db db, int *rc)
 {
 	MDB_cursor *c = t->cur[db];
 
+	assert(kv_txn_mine(t));
 	*rc = 0;
 	if (c && (t->cur_stale & (1u << db))) {
 		*rc = kv_err(t, mdb_cursor_renew(t->txn, c), "renew cursor");

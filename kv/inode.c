@@ -14,6 +14,7 @@
  *     within the op (seen: a symlink's target lost in a rename batched after
  *     an orphan's purge).
  */
+#include <assert.h>
 #include <errno.h>
 
 #include "kv_int.h"
@@ -30,6 +31,7 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 	MDB_val k = ino_key(kb, ino), v;
 	int rc;
 
+	assert(kv_txn_mine(t));
 	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v), "get inode");
 	if (rc)
 		return rc;
@@ -71,6 +73,7 @@ int kv_ino_alloc(kv_txn *t, uint64_t *ino)
 {
 	if (!t->write)
 		return -EROFS;
+	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: next_ino */
 	if (t->env->next_ino == UINT64_MAX)
 		return -ENOSPC;
 	*ino = t->env->next_ino++;

@@ -11,7 +11,15 @@
  *     a leading kv_write caller) holds a write transaction; env->wbuf and
  *     env->next_ino are the role's alone.
  *  3. The map is resized only with env->map_lock held for writing, so no
- *     reader holds a pointer into the map while it moves.
+ *     reader holds a pointer into the map while it moves; the thread that
+ *     resizes it holds no transaction of its own.
+ *  4. A read transaction is used only by the thread it belongs to, between
+ *     its kv_read_begin and kv_read_end.
+ *
+ * Debug and sanitizer builds check these, and the numbered invariants of
+ * the other files of kv/ where a check is cheap, with assert(): never on
+ * data read from disk, which is damage to report, not a bug. Release builds
+ * (CMAKE_BUILD_TYPE=Release sets NDEBUG) compile the checks out.
  */
 #ifndef KVFS_KV_INT_H
 #define KVFS_KV_INT_H
@@ -93,6 +101,7 @@ struct kv_env {
 	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
 	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
+	MDB_txn *w_txn;           /* the batch transaction while it is open */
 
 	/* flusher (flusher.c) */
 	pthread_t flusher;
@@ -163,6 +172,19 @@ static inline int kv_err(kv_txn *txn, int mrc, const char *what)
 	return mrc ? kv_err_map(txn, mrc, what) : 0;
 }
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#ifndef NDEBUG
+/* For assert() only (debug builds). Whether the calling thread holds env's
+ * writer's role, or no writer runs (an open or close, on one thread):
+ * writer.c. */
+int kv_role_mine(const kv_env *env);
+/* Whether txn may be used by the calling thread: a write txn by the role's
+ * holder, a read txn by its own thread while active (invariants 2 and 4):
+ * env.c. */
+int kv_txn_mine(const kv_txn *txn);
+/* Whether the calling thread has a read transaction of env active (env.c). */
+int kv_reading(kv_env *env);
+#endif
 /* A one-line message into err (errlen bytes; nothing when err is NULL). */
 void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -12,6 +12,7 @@
  *     write; they bypass the record-level rules, so only repair code uses
  *     them.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -137,6 +138,7 @@ int kv_ino_counter_raise(kv_txn *t, uint64_t next)
 {
 	if (!t->write)
 		return -EROFS;
+	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: next_ino */
 	if (t->env->next_ino < next)
 		t->env->next_ino = next; /* stored by the batch's commit */
 	return 0;

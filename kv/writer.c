@@ -37,12 +37,47 @@
  *     is empty and the role free, so kv_writer_stop() waits for a leader.
  *  6. A thread calling kv_write() holds no read txn (a map growth waits for
  *     every reader to finish).
+ *  7. The batch transaction (e->w_txn while open) is begun and ended by the
+ *     role alone, one at a time; the map grows, the room is measured again
+ *     and the role is let go only between batches.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "writer.h"
+
+#ifndef NDEBUG
+/* The env whose writer's role this thread holds (invariant 5), for
+ * assert() in debug builds. */
+static _Thread_local const kv_env *role_held;
+
+int kv_role_mine(const kv_env *e)
+{
+	return role_held == e || !e->writer_running;
+}
+#endif
+
+/* Take the writer's role (q_lock held; the role is free). */
+static void role_take(kv_env *e)
+{
+	assert(!e->w_busy);
+	e->w_busy = 1;
+#ifndef NDEBUG
+	role_held = e;
+#endif
+}
+
+/* Let go of the role this thread holds (q_lock held). */
+static void role_drop(kv_env *e)
+{
+	assert(e->w_busy && kv_role_mine(e) && !e->w_txn);
+	e->w_busy = 0;
+#ifndef NDEBUG
+	role_held = NULL;
+#endif
+}
 
 static void finish(struct kv_op *from, struct kv_op *to)
 {
@@ -74,6 +109,7 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 		kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, parent)};
 		int mrc = 0;
 
+		assert(op->apply);
 		if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE))) {
 			op->rc = -ENOSPC; /* the image is full but for the reserve */
 			if (flat) {
@@ -197,6 +233,7 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 	int mrc, rc = 0;
 
 	*why = SHORT_NONE;
+	assert(e->w_txn == parent);
 	if (next_ino != e->super.next_ino) {
 		struct kv_super s = e->super;
 
@@ -205,6 +242,7 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 	}
 	if (rc) {
 		mdb_txn_abort(parent);
+		e->w_txn = NULL;
 		if (t.map_full)
 			*why = SHORT_MAP;
 		else if (rc == -ENOSPC)
@@ -213,6 +251,7 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 	}
 	avail = kv_room_avail_in(e, parent);
 	mrc = mdb_txn_commit(parent);
+	e->w_txn = NULL;
 	if (mrc == 0) {
 		e->super.next_ino = next_ino;
 		atomic_store(&e->room_avail, avail);
@@ -249,6 +288,7 @@ static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
 	struct kv_op *op;
 	int rc, sync = 0;
 
+	assert(kv_role_mine(e) && !e->w_txn);
 	e->touched = 0;
 	e->unsynced = e->durability != KV_DURABLE_FULL;
 	if (e->wb_bytes >= KV_FLUSH_KICK) {
@@ -343,6 +383,8 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	MDB_txn *parent;
 	int rc;
 
+	/* kv_int.h invariant 2: the role's alone, one batch at a time */
+	assert(kv_role_mine(e) && e->writer_running && !e->w_txn);
 	rc = kv_err(NULL, mdb_txn_begin(e->env, NULL, 0, &parent), "begin batch");
 	if (rc) {
 		for (op = start; op; op = op->next)
@@ -350,14 +392,17 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 		finish(start, NULL);
 		return NULL;
 	}
+	e->w_txn = parent;
 	stop = apply_ops(e, parent, start, b->flat, &why);
 	if (b->flat && why != STOP_NONE) {
 		mdb_txn_abort(parent);
+		e->w_txn = NULL;
 		return flat_stopped(e, start, why, b);
 	}
 	if (stop == start) {
 		/* the first op alone does not fit */
 		mdb_txn_abort(parent);
+		e->w_txn = NULL;
 		if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
 			return start;
 		stop = start->next;
@@ -408,7 +453,7 @@ static int writer_needs_wake(kv_env *e)
 static void role_release(kv_env *e)
 {
 	pthread_mutex_lock(&e->q_lock);
-	e->w_busy = 0;
+	role_drop(e);
 	if (writer_needs_wake(e))
 		pthread_cond_signal(&e->q_cond);
 	pthread_mutex_unlock(&e->q_lock);
@@ -439,12 +484,12 @@ static void idle_sync(kv_env *e)
 {
 	if (e->w_busy || e->q_head || e->lazy_head || !e->unsynced)
 		return;
-	e->w_busy = 1;
+	role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
 	if (mdb_env_sync(e->env, 1) == 0)
 		e->unsynced = 0;
 	pthread_mutex_lock(&e->q_lock);
-	e->w_busy = 0;
+	role_drop(e);
 }
 
 /* Wait until there is a batch for the writer thread (1) or it should end
@@ -480,11 +525,11 @@ static void *writer_main(void *arg)
 	while (writer_wait(e)) {
 		struct kv_op *batch = take_queue(e);
 
-		e->w_busy = 1;
+		role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		pthread_mutex_lock(&e->q_lock);
-		e->w_busy = 0;
+		role_drop(e);
 	}
 	pthread_mutex_unlock(&e->q_lock);
 	return NULL;
@@ -620,6 +665,8 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 
 	if (e->readonly || !e->writer_running)
 		return -EROFS;
+	assert(!kv_reading(e)); /* invariant 6 */
+	assert(!kv_role_mine(e)); /* not from apply() or done(): the role is theirs */
 	pthread_mutex_lock(&e->q_lock);
 	if (!e->w_busy && !e->q_head && !e->q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
@@ -630,7 +677,7 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		op.done = NULL;
 		e->q_head = e->q_tail = &op; /* the queue was empty */
 		batch = take_queue(e);
-		e->w_busy = 1;
+		role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		role_release(e);

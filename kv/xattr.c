@@ -40,6 +40,7 @@
  *     remove and list serve every well-formed name an image holds, so one
  *     stored before the rule can still be read and removed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <sys/xattr.h>
 
@@ -84,6 +85,7 @@ int kv_xattr_get(kv_txn *t, uint64_t ino, const char *name, const void **val, si
 
 	if (rc)
 		return rc;
+	assert(kv_txn_mine(t));
 	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v), "get xattr");
 	if (rc)
 		return rc == -ENOENT ? -ENODATA : rc;
