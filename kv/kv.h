@@ -257,7 +257,9 @@ int kv_submit_lazy(kv_env *env, struct kv_op *op);
 int kv_settle(kv_env *env);
 /* Submit and wait: returns apply()'s result once committed, or the errors
  * kv_submit hands done(); -EROFS on a read-only env. The calling thread
- * holds no read transaction (a map growth waits for every reader). */
+ * holds no read transaction (a map growth waits for every reader) and is
+ * not running an apply() or done() (it would wait for itself); debug builds
+ * assert both. */
 int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);
 
 /* ---- inodes (any transaction; writes need a write transaction) ---- */
