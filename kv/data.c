@@ -55,12 +55,12 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 {
 	unsigned char kb[16];
 	MDB_val k = block_key(kb, ino, idx), v;
-	int rc;
+	int mrc, rc;
 
 	assert(kv_txn_mine(t));
-	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v), "get block");
-	if (rc)
-		return rc;
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get block");
 	rc = block_check(t, ino, idx, &v, len);
 	if (rc == 0)
 		*data = v.mv_data;

@@ -90,15 +90,15 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	unsigned char kb[16];
 	MDB_val k, v;
 	struct ent e;
-	int rc = check_name(name, len);
+	int mrc, rc = check_name(name, len);
 
 	if (rc)
 		return rc;
 	assert(kv_txn_mine(t));
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v), "get dirent");
-	if (rc)
-		return rc;
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get dirent");
 	rc = find_ent(dir, &v, name, len, &e);
 	if (rc)
 		return rc;

@@ -29,12 +29,12 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 {
 	unsigned char kb[8];
 	MDB_val k = ino_key(kb, ino), v;
-	int rc;
+	int mrc, rc;
 
 	assert(kv_txn_mine(t));
-	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v), "get inode");
-	if (rc)
-		return rc;
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get inode");
 	rc = kv_inode_decode(ino, v.mv_data, v.mv_size, out);
 	if (rc == 0 && t->write && out->inline_len && t->env->ibuf) {
 		unsigned char *slot = t->env->ibuf +

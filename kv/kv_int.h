@@ -165,7 +165,8 @@ uint64_t kv_name_hash_xxh3(const char *name, size_t len);
  *   ENOSPC, EACCES, EROFS and EPERM as themselves, anything else -EIO.
  * A reader table full and an -EIO are logged as "what: reason"; what NULL:
  * not logged, the caller reports it. kv_err is the one to call: it costs no
- * call on success, so a hot path may convert every LMDB result with it. */
+ * call on success. (The read paths still test mrc and convert only a
+ * failure: converting first cost kv_inode_get a register.) */
 int kv_err_map(kv_txn *txn, int mrc, const char *what);
 static inline int kv_err(kv_txn *txn, int mrc, const char *what)
 {

@@ -81,14 +81,16 @@ int kv_xattr_get(kv_txn *t, uint64_t ino, const char *name, const void **val, si
 {
 	unsigned char kb[XKEY_MAX];
 	MDB_val k, v;
-	int rc = xattr_key(kb, ino, name, &k);
+	int mrc, rc = xattr_key(kb, ino, name, &k);
 
 	if (rc)
 		return rc;
 	assert(kv_txn_mine(t));
-	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v), "get xattr");
-	if (rc)
-		return rc == -ENOENT ? -ENODATA : rc;
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v);
+	if (mrc == MDB_NOTFOUND)
+		return -ENODATA;
+	if (mrc)
+		return kv_err(t, mrc, "get xattr");
 	*val = v.mv_data;
 	*len = v.mv_size;
 	return 0;
