@@ -16,6 +16,7 @@
  *  4. Range operations walk the stored blocks with a cursor, never every
  *     index of the range, so a huge sparse range costs what it holds.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -36,31 +37,30 @@ static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
 /* Check a block value; set *len to its data length. */
 static int block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
 {
-	const unsigned char *p = v->mv_data;
-
-	if (v->mv_size <= KV_CSUM_LEN || v->mv_size > t->env->super.block_size + KV_CSUM_LEN) {
+	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->mv_data, v->mv_size, len)) {
+	case KV_BLOCK_OK:
+		return 0;
+	case KV_BLOCK_BAD_LEN:
 		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
 		       (unsigned long long)idx, v->mv_size);
 		return -EIO;
-	}
-	*len = v->mv_size - KV_CSUM_LEN;
-	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len)) {
+	default:
 		kv_log("inode %llu block %llu: checksum mismatch", (unsigned long long)ino,
 		       (unsigned long long)idx);
 		return -EIO;
 	}
-	return 0;
 }
 
 int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_t *len)
 {
 	unsigned char kb[16];
 	MDB_val k = block_key(kb, ino, idx), v;
-	int rc;
+	int mrc, rc;
 
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-	if (rc)
-		return kv_err(t, rc, "get block");
+	assert(kv_txn_mine(t));
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get block");
 	rc = block_check(t, ino, idx, &v, len);
 	if (rc == 0)
 		*data = v.mv_data;
@@ -68,8 +68,8 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 }
 
 /* Store a block. sum: its checksum computed beforehand, or NULL. flags:
- * MDB_NOOVERWRITE for a block that cannot exist yet (MDB_KEYEXIST if it
- * does, nothing changed). */
+ * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
+ * nothing changed). */
 static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
 		     const uint64_t *sum, unsigned flags)
 {
@@ -77,11 +77,11 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
 	int rc;
 
-	rc = mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags);
-	if (rc == MDB_KEYEXIST)
-		return rc;
+	assert(t->write && kv_role_mine(t->env)); /* wb_bytes is the role's */
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags),
+		    "put block");
 	if (rc)
-		return kv_err(t, rc, "put block");
+		return rc;
 	memcpy(v.mv_data, data, len);
 	kv_put_le64((unsigned char *)v.mv_data + len,
 		    sum ? *sum : kv_block_csum(ino, idx, data, len));
@@ -120,7 +120,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc, n = 0;
+	int mrc, rc, n = 0;
 
 	*iovcnt = 0;
 	if (off >= size || len == 0)
@@ -130,14 +130,14 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, off / bs);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (pos < end) {
 		uint64_t next = UINT64_MAX; /* index of the block the cursor stands on */
 
-		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			next = kv_get_be64((unsigned char *)k.mv_data + 8);
-		else if (rc && rc != MDB_NOTFOUND)
-			return kv_err(t, rc, "read");
+		else if (mrc && mrc != MDB_NOTFOUND)
+			return kv_err(t, mrc, "read");
 		idx = pos / bs;
 		if (next != idx) { /* a hole up to the next stored block */
 			uint64_t to = next != UINT64_MAX && next < end / bs + 1 ? next * bs : end;
@@ -146,8 +146,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 			rc = iov_add(iov, iovmax, &n, zeros, to - pos);
 			if (rc)
 				return rc;
-			pos = to;
-			rc = 0;
+			pos = to; /* the cursor still stands on block next */
 			continue;
 		}
 		rc = block_check(t, ino, idx, &v, &blen);
@@ -167,7 +166,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 				return rc;
 			pos = idx * bs + bend;
 		}
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}
 	*iovcnt = n;
 	return (ssize_t)(end - off);
@@ -200,7 +199,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	const unsigned char *src = buf;
 	unsigned char *w = t->env->wbuf;
 	uint64_t pos = off, end, first_sum;
-	int rc;
+	int mrc, rc;
 
 	if (!t->write)
 		return -EROFS;
@@ -208,6 +207,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		return -EFBIG;
 	if (len == 0)
 		return 0; /* an empty write does not extend the file (POSIX write) */
+	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: wbuf */
 	end = off + len;
 	first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
 	while (pos < end) {
@@ -224,8 +224,8 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		if (from == 0 && idx - first_sum < nsums)
 			sum = &sums[idx - first_sum];
 	again:
-		rc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-		if (rc == 0) {
+		mrc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+		if (mrc == 0) {
 			/* the old bytes are needed (and verified) only when some of
 			 * them survive: a block written over whole is just replaced,
 			 * which also lets a damaged block be overwritten */
@@ -235,8 +235,8 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				olen = v.mv_size - KV_CSUM_LEN;
 			if (!(from == 0 && to >= olen) && (rc = block_check(t, in->ino, idx, &v, &olen)))
 				return rc;
-		} else if (rc != MDB_NOTFOUND) {
-			return kv_err(t, rc, "get block");
+		} else if (mrc != MDB_NOTFOUND) {
+			return kv_err(t, mrc, "get block");
 		}
 		if (from == 0 && to >= olen) {
 			rc = block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
@@ -249,7 +249,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			nlen = to > olen ? to : olen;
 			rc = block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
 		}
-		if (rc == MDB_KEYEXIST) {
+		if (rc == -EEXIST) {
 			/* a block past the end after all (a damaged image) */
 			fresh = 0;
 			goto again;
@@ -277,18 +277,18 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)
 		return rc;
 	for (;;) {
 		k = block_key(kb, in->ino, idx);
-		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (rc == MDB_NOTFOUND)
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (mrc == MDB_NOTFOUND)
 			return 0;
-		if (rc)
-			return kv_err(t, rc, "zero range");
+		if (mrc)
+			return kv_err(t, mrc, "zero range");
 		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != in->ino)
 			return 0;
 		idx = kv_get_be64((unsigned char *)k.mv_data + 8);
@@ -302,9 +302,9 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
 			return rc;
 		if (from == 0 && to >= blen) {
-			rc = mdb_cursor_del(c, 0);
+			rc = kv_err(t, mdb_cursor_del(c, 0), "delete block");
 			if (rc)
-				return kv_err(t, rc, "delete block");
+				return rc;
 			in->nblocks--;
 		} else if (from < blen) {
 			memcpy(w, v.mv_data, blen);
@@ -359,7 +359,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	if (!t->write)
 		return -EROFS;
@@ -381,8 +381,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			return 0;
 		}
 		k = block_key(kb, in->ino, idx);
-		rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
-		if (rc == MDB_NOTFOUND) {
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+		if (mrc == MDB_NOTFOUND) {
 			rc = block_put(t, in->ino, idx, zeros, want, NULL, 0);
 			if (rc)
 				return rc;
@@ -390,8 +390,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			n++;
 			continue;
 		}
-		if (rc)
-			return kv_err(t, rc, "allocate");
+		if (mrc)
+			return kv_err(t, mrc, "allocate");
 		rc = block_check(t, in->ino, idx, &v, &blen);
 		if (rc)
 			return rc;
@@ -415,7 +415,7 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	uint64_t first, last, stored = 0;
 	MDB_cursor *c;
 	MDB_val k, v;
-	int rc;
+	int mrc, rc;
 
 	*count = 0;
 	if (off >= end)
@@ -426,15 +426,15 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, first);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != ino ||
 		    kv_get_be64((unsigned char *)k.mv_data + 8) > last)
 			break;
 		stored++;
 	}
-	if (rc && rc != MDB_NOTFOUND)
-		return kv_err(t, rc, "count holes");
+	if (mrc && mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "count holes");
 	*count = last - first + 1 - stored;
 	return 0;
 }
@@ -448,7 +448,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
-	int rc;
+	int mrc, rc;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
@@ -458,12 +458,13 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, want);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		uint64_t idx = UINT64_MAX, at;
 
-		if (rc && rc != MDB_NOTFOUND)
-			return kv_err(t, rc, "seek");
-		if (rc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+		if (mrc && mrc != MDB_NOTFOUND)
+			return kv_err(t, mrc, "seek");
+		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
 		if (idx == UINT64_MAX || idx * bs >= size) {
 			/* no stored block left before EOF */

@@ -13,6 +13,7 @@
  *  2. A list is never empty: the last entry's removal deletes the key.
  *  3. A list whose bytes do not parse is -EIO, never a crash.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -21,9 +22,8 @@
 #define SLOTS 256
 
 struct ent {
-	uint8_t slot, type, namelen;
-	uint64_t ino;
-	const char *name;
+	struct kv_dirent de;
+	uint8_t slot;
 	size_t off, len; /* position of the whole entry in the list */
 };
 
@@ -34,25 +34,17 @@ static MDB_val dirent_key(unsigned char buf[16], uint64_t dir, uint64_t hash)
 	return (MDB_val){16, buf};
 }
 
-/* Parse the entry at *off of list v; -EIO if malformed, 1 at the end. */
+/* Parse the entry at *off of list v (codec.c); -EIO if malformed, 1 at the
+ * end. */
 static int next_ent(const MDB_val *v, size_t *off, struct ent *e)
 {
-	const unsigned char *p = v->mv_data;
+	size_t at = *off;
+	int rc = kv_decode_dirent(v->mv_data, v->mv_size, off, &e->de, &e->slot);
 
-	if (*off == v->mv_size)
-		return 1;
-	if (v->mv_size - *off < KV_DIRENT_HDR)
-		return -EIO;
-	e->off = *off;
-	e->slot = p[*off];
-	e->type = p[*off + 1];
-	e->namelen = p[*off + 2];
-	e->ino = kv_get_le64(p + *off + 3);
-	e->len = KV_DIRENT_HDR + e->namelen;
-	if (e->namelen == 0 || v->mv_size - *off < e->len)
-		return -EIO;
-	e->name = (const char *)p + *off + KV_DIRENT_HDR;
-	*off += e->len;
+	if (rc)
+		return rc;
+	e->off = at;
+	e->len = *off - at;
 	return 0;
 }
 
@@ -69,7 +61,7 @@ static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len
 	int rc;
 
 	while ((rc = next_ent(v, &off, e)) == 0)
-		if (e->namelen == len && memcmp(e->name, name, len) == 0)
+		if (e->de.namelen == len && memcmp(e->de.name, name, len) == 0)
 			return 0;
 	return rc < 0 ? corrupt(dir) : -ENOENT;
 }
@@ -77,11 +69,9 @@ static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len
 static void write_ent(unsigned char *p, uint8_t slot, uint8_t type, const char *name,
 		      size_t len, uint64_t ino)
 {
-	p[0] = slot;
-	p[1] = type;
-	p[2] = (unsigned char)len;
-	kv_put_le64(p + 3, ino);
-	memcpy(p + KV_DIRENT_HDR, name, len);
+	kv_encode_dirent(p, slot,
+			 &(struct kv_dirent){.ino = ino, .type = type, .namelen = (uint8_t)len,
+					     .name = name});
 }
 
 static int check_name(const char *name, size_t len)
@@ -100,21 +90,19 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	unsigned char kb[16];
 	MDB_val k, v;
 	struct ent e;
-	int rc = check_name(name, len);
+	int mrc, rc = check_name(name, len);
 
 	if (rc)
 		return rc;
+	assert(kv_txn_mine(t));
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
-	if (rc)
-		return kv_err(t, rc, "get dirent");
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get dirent");
 	rc = find_ent(dir, &v, name, len, &e);
 	if (rc)
 		return rc;
-	out->ino = e.ino;
-	out->type = e.type;
-	out->namelen = e.namelen;
-	out->name = e.name;
+	*out = e.de;
 	return 0;
 }
 
@@ -126,27 +114,27 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	MDB_val k, v, nv;
 	struct ent e;
 	size_t off = 0, ins;
-	int rc = check_name(name, len), slot;
+	int rc = check_name(name, len), mrc, slot;
 
 	if (rc)
 		return rc;
 	if (!t->write)
 		return -EROFS;
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
-	if (rc == MDB_NOTFOUND) {
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	if (mrc == MDB_NOTFOUND) {
 		write_ent(one, 0, type, name, len, ino);
 		nv = (MDB_val){KV_DIRENT_HDR + len, one};
 		return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
 	}
-	if (rc)
-		return kv_err(t, rc, "get dirent");
+	if (mrc)
+		return kv_err(t, mrc, "get dirent");
 
 	/* a hash collision: the name must be new, and takes the lowest free slot */
 	slot = 0;
 	ins = v.mv_size;
 	while ((rc = next_ent(&v, &off, &e)) == 0) {
-		if (e.namelen == len && memcmp(e.name, name, len) == 0)
+		if (e.de.namelen == len && memcmp(e.de.name, name, len) == 0)
 			return -EEXIST;
 		if (ins == v.mv_size) {
 			if (e.slot == slot)
@@ -183,9 +171,9 @@ static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	if (!t->write)
 		return -EROFS;
 	*k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v);
+	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v), "get dirent");
 	if (rc)
-		return kv_err(t, rc, "get dirent");
+		return rc;
 	return find_ent(dir, v, name, len, e);
 }
 
@@ -227,20 +215,13 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, v.mv_data, v.mv_size);
-	buf[e.off + 1] = type;
-	kv_put_le64(buf + e.off + 3, ino);
+	e.de.ino = ino;
+	e.de.type = type;
+	kv_encode_dirent(buf + e.off, e.slot, &e.de); /* the name from v, as it was */
 	nv = (MDB_val){v.mv_size, buf};
 	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
 	free(buf);
 	return rc;
-}
-
-static void fill(struct kv_dirent *out, const struct ent *e)
-{
-	out->ino = e->ino;
-	out->type = e->type;
-	out->namelen = e->namelen;
-	out->name = e->name;
 }
 
 int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out)
@@ -252,7 +233,7 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 	int after = -1; /* resume after this slot within the hash's list */
 	struct ent e;
 	size_t off;
-	int rc;
+	int mrc, rc;
 
 	if (*cookie >= KV_COOKIE_FIRST) {
 		uint64_t x = *cookie - KV_COOKIE_FIRST;
@@ -263,8 +244,8 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 	if (!c)
 		return rc;
 	k = dirent_key(kb, dir, hash);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
+	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
 		if (k.mv_size != 16)
 			return corrupt(dir);
 		if (kv_get_be64(k.mv_data) != dir)
@@ -275,7 +256,7 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 		off = 0;
 		while ((rc = next_ent(&v, &off, &e)) == 0) {
 			if (e.slot > after) {
-				fill(out, &e);
+				*out = e.de;
 				*cookie = ((h << 8) | e.slot) + KV_COOKIE_FIRST;
 				return 0;
 			}
@@ -283,5 +264,5 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 		if (rc < 0)
 			return corrupt(dir);
 	}
-	return kv_err(t, rc, "readdir");
+	return kv_err(t, mrc, "readdir");
 }

@@ -12,8 +12,10 @@
  *     replaces) and LMDB's lock file is no more open than the image.
  *  3. Each thread has at most one kv_reader per env, kept in env->readers and
  *     freed by the thread-exit destructor or by kv_close, whichever is first.
- *  4. A reader holds env->map_lock shared while active; the writer resizes
- *     the map only with it held exclusive (kv_map_grow).
+ *  4. A reader holds env->map_lock shared while active; the map is resized
+ *     only with it held exclusive (kv_map_resize), by a thread that holds no
+ *     transaction: the writer's role between batches, or a reader adopting
+ *     another process's growth before it begins.
  */
 #include <assert.h>
 #include <errno.h>
@@ -65,14 +67,14 @@ static int mkfs_write(MDB_env *menv, const struct kv_mkfs_opts *o, uint32_t bs, 
 	struct kv_inode root = {0};
 	unsigned char sb[KV_SUPER_LEN], ib[KV_INODE_LEN], key[8];
 	MDB_val k, v;
-	int rc;
+	int mrc;
 
-	rc = mdb_txn_begin(menv, NULL, 0, &txn);
-	if (rc)
+	mrc = mdb_txn_begin(menv, NULL, 0, &txn);
+	if (mrc)
 		goto fail;
 	for (int i = 0; i < KV_NDB; i++) {
-		rc = mdb_dbi_open(txn, kv_db_names[i], MDB_CREATE, &dbi[i]);
-		if (rc)
+		mrc = mdb_dbi_open(txn, kv_db_names[i], MDB_CREATE, &dbi[i]);
+		if (mrc)
 			goto txn_abort;
 	}
 	s.version = KV_FORMAT_VERSION;
@@ -90,8 +92,8 @@ static int mkfs_write(MDB_env *menv, const struct kv_mkfs_opts *o, uint32_t bs, 
 	kv_super_encode(&s, sb);
 	k = (MDB_val){strlen(KV_SUPER_KEY), KV_SUPER_KEY};
 	v = (MDB_val){sizeof(sb), sb};
-	rc = mdb_put(txn, dbi[KV_DB_META], &k, &v, 0);
-	if (rc)
+	mrc = mdb_put(txn, dbi[KV_DB_META], &k, &v, 0);
+	if (mrc)
 		goto txn_abort;
 
 	root.mode = 040000 | (o->root_mode & 07777);
@@ -104,19 +106,19 @@ static int mkfs_write(MDB_env *menv, const struct kv_mkfs_opts *o, uint32_t bs, 
 	kv_put_be64(key, KV_ROOT_INO);
 	k = (MDB_val){8, key};
 	v = (MDB_val){sizeof(ib), ib};
-	rc = mdb_put(txn, dbi[KV_DB_INODE], &k, &v, 0);
-	if (rc)
+	mrc = mdb_put(txn, dbi[KV_DB_INODE], &k, &v, 0);
+	if (mrc)
 		goto txn_abort;
-	rc = mdb_txn_commit(txn);
-	if (rc)
+	mrc = mdb_txn_commit(txn);
+	if (mrc)
 		goto fail;
 	return 0;
 
 txn_abort:
 	mdb_txn_abort(txn);
 fail:
-	kv_seterr(err, errlen, "cannot write the new filesystem: %s", mdb_strerror(rc));
-	return rc == MDB_MAP_FULL || rc == ENOSPC ? -ENOSPC : -EIO;
+	kv_seterr(err, errlen, "cannot write the new filesystem: %s", mdb_strerror(mrc));
+	return kv_err(NULL, mrc, NULL);
 }
 
 /* The new image's file, made here so a failure below can tell it is ours:
@@ -146,11 +148,74 @@ static int mkfs_create(const char *path, const struct stat *old, char *err, size
 	return rc;
 }
 
+/* Make way for a new image at path: nothing there, or an image to replace
+ * (force), which is locked (*old_fd: held until the new file is made, so
+ * nobody opens the old one read-write in between) and removed; *old then
+ * holds what it was, and *replacing is 1. */
+static int mkfs_clear_path(const char *path, int force, struct stat *old, int *replacing,
+			   int *old_fd, char *err, size_t errlen)
+{
+	int rc;
+
+	if (stat(path, old) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		kv_seterr(err, errlen, "'%s': %s", path, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISREG(old->st_mode)) {
+		kv_seterr(err, errlen, "'%s' exists and is not a regular file", path);
+		return -EEXIST;
+	}
+	if (!force) {
+		kv_seterr(err, errlen, "'%s' exists (use -f to overwrite it)", path);
+		return -EEXIST;
+	}
+	*old_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*old_fd >= 0) {
+		rc = kv_image_lock(*old_fd, path, err, errlen);
+		if (rc)
+			return rc;
+	}
+	if (unlink(path) != 0) {
+		rc = -errno;
+		kv_seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
+		return rc;
+	}
+	*replacing = 1;
+	return 0;
+}
+
+/* Write the new filesystem into the file mkfs_create made at path. */
+static int mkfs_env(const char *path, const struct kv_mkfs_opts *o, uint32_t bs, char *err,
+		    size_t errlen)
+{
+	MDB_env *menv = NULL;
+	int mrc, rc;
+
+	mrc = mdb_env_create(&menv);
+	if (!mrc)
+		mrc = mdb_env_set_maxdbs(menv, KV_NDB);
+	if (!mrc)
+		mrc = mdb_env_set_mapsize(menv, 1 << 20);
+	if (!mrc)
+		mrc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0600);
+	if (mrc) {
+		kv_seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(mrc));
+		rc = kv_err(NULL, mrc, NULL);
+	} else {
+		rc = mkfs_write(menv, o, bs, err, errlen);
+	}
+	if (menv)
+		mdb_env_close(menv);
+	return rc;
+}
+
 int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t errlen)
 {
 	uint32_t bs = o->block_size ? o->block_size : KV_BLOCK_SIZE_DEFAULT;
 	struct stat st;
-	MDB_env *menv = NULL;
 	char *lpath = NULL;
 	int rc, old_fd = -1, replacing = 0;
 
@@ -163,35 +228,9 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 		kv_seterr(err, errlen, "label longer than %d bytes", KV_LABEL_MAX);
 		return -EINVAL;
 	}
-	if (stat(path, &st) == 0) {
-		if (!S_ISREG(st.st_mode)) {
-			kv_seterr(err, errlen, "'%s' exists and is not a regular file", path);
-			return -EEXIST;
-		}
-		if (!o->force) {
-			kv_seterr(err, errlen, "'%s' exists (use -f to overwrite it)", path);
-			return -EEXIST;
-		}
-		/* held until the new file is made: nobody opens the old one
-		 * read-write in between */
-		old_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (old_fd >= 0) {
-			rc = kv_image_lock(old_fd, path, err, errlen);
-			if (rc)
-				goto close_old;
-		}
-		if (unlink(path) != 0) {
-			rc = -errno;
-			kv_seterr(err, errlen, "cannot remove '%s': %s", path, strerror(-rc));
-			goto close_old;
-		}
-		replacing = 1;
-	} else if (errno != ENOENT) {
-		rc = -errno;
-		kv_seterr(err, errlen, "'%s': %s", path, strerror(-rc));
-		return rc;
-	}
-
+	rc = mkfs_clear_path(path, o->force, &st, &replacing, &old_fd, err, errlen);
+	if (rc)
+		goto close_old;
 	lpath = lock_path(path);
 	if (!lpath) {
 		rc = -ENOMEM;
@@ -201,31 +240,10 @@ int kv_mkfs(const char *path, const struct kv_mkfs_opts *o, char *err, size_t er
 	rc = mkfs_create(path, replacing ? &st : NULL, err, errlen);
 	if (rc)
 		goto out;
-	rc = mdb_env_create(&menv);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(menv, KV_NDB);
-	if (!rc)
-		rc = mdb_env_set_mapsize(menv, 1 << 20);
-	if (!rc)
-		rc = mdb_env_open(menv, path, MDB_NOSUBDIR, 0600);
-	if (rc) {
-		kv_seterr(err, errlen, "cannot create '%s': %s", path, mdb_strerror(rc));
-		rc = rc > 0 ? -rc : -EIO;
-		goto unlink_image;
-	}
-	rc = mkfs_write(menv, o, bs, err, errlen);
+	rc = mkfs_env(path, o, bs, err, errlen);
 	if (rc)
-		goto unlink_image;
-	mdb_env_close(menv);
+		unlink(path);
 	unlink(lpath); /* holds no state; nobody else has the new image open */
-	rc = 0;
-	goto out;
-
-unlink_image:
-	if (menv)
-		mdb_env_close(menv);
-	unlink(path);
-	unlink(lpath);
 out:
 	free(lpath);
 close_old:
@@ -238,68 +256,76 @@ close_old:
 
 /* ---------------------------------------------------------------- open -- */
 
-static int open_dbs(kv_env *e, char *err, size_t errlen)
+/* The superblock, read in txn: a kvfs one of a version and features this
+ * build knows. */
+static int open_super(kv_env *e, MDB_txn *txn, char *err, size_t errlen)
 {
-	MDB_txn *txn;
-	MDB_val k, v;
+	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
 	int rc;
 
-	rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
-	if (rc) {
-		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
-		return -EIO;
-	}
-	rc = mdb_dbi_open(txn, kv_db_names[KV_DB_META], 0, &e->dbi[KV_DB_META]);
-	if (rc) {
-		kv_seterr(err, errlen,
-		          "'%s' is not a kvfs image (an LMDB file without kvfs databases)",
-		          e->path);
-		rc = -EINVAL;
-		goto txn_abort;
-	}
-	k = (MDB_val){strlen(KV_SUPER_KEY), KV_SUPER_KEY};
-	rc = mdb_get(txn, e->dbi[KV_DB_META], &k, &v);
-	if (rc) {
+	if (mdb_get(txn, e->dbi[KV_DB_META], &k, &v) != 0) {
 		kv_seterr(err, errlen, "'%s' is not a kvfs image (no superblock)", e->path);
-		rc = -EINVAL;
-		goto txn_abort;
+		return -EINVAL;
 	}
 	rc = kv_super_decode(v.mv_data, v.mv_size, &e->super);
 	if (rc == -EINVAL) {
 		kv_seterr(err, errlen, "'%s' is not a kvfs image (bad magic)", e->path);
-		goto txn_abort;
+		return rc;
 	}
 	if (rc == -EPROTONOSUPPORT) {
 		kv_seterr(err, errlen,
 		          "'%s' has format version %u; this kvfs reads version %d (upgrade kvfs)",
 		          e->path, e->super.version, KV_FORMAT_VERSION);
-		goto txn_abort;
+		return rc;
 	}
 	if (rc) {
 		kv_seterr(err, errlen, "'%s': damaged superblock", e->path);
-		goto txn_abort;
+		return rc;
 	}
 	if (e->super.feature_incompat || (!e->readonly && e->super.feature_ro_compat)) {
 		kv_seterr(err, errlen, "'%s' uses features this kvfs does not know (incompat %#llx, "
 			"ro_compat %#llx)%s", e->path, (unsigned long long)e->super.feature_incompat,
 		       (unsigned long long)e->super.feature_ro_compat, e->super.feature_incompat ? ""
 		       : "; it can be used read-only: mount it with -o ro, check it with fsck.kvfs -n");
-		rc = -EPROTONOSUPPORT;
+		return -EPROTONOSUPPORT;
+	}
+	return 0;
+}
+
+/* The named databases and the superblock. A database or superblock that is
+ * not there is the image's fault (-EINVAL, -EIO), whatever LMDB's code. */
+static int open_dbs(kv_env *e, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	int mrc, rc;
+
+	mrc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+	if (mrc) {
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(mrc));
+		return kv_err(NULL, mrc, NULL);
+	}
+	if (mdb_dbi_open(txn, kv_db_names[KV_DB_META], 0, &e->dbi[KV_DB_META]) != 0) {
+		kv_seterr(err, errlen,
+		          "'%s' is not a kvfs image (an LMDB file without kvfs databases)",
+		          e->path);
+		rc = -EINVAL;
 		goto txn_abort;
 	}
+	rc = open_super(e, txn, err, errlen);
+	if (rc)
+		goto txn_abort;
 	for (int i = KV_DB_META + 1; i < KV_NDB; i++) {
-		rc = mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]);
-		if (rc) {
+		if (mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]) != 0) {
 			kv_seterr(err, errlen, "'%s': damaged image (database '%s' missing)",
 			          e->path, kv_db_names[i]);
 			rc = -EIO;
 			goto txn_abort;
 		}
 	}
-	rc = mdb_txn_commit(txn);
-	if (rc) {
-		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
-		return -EIO;
+	mrc = mdb_txn_commit(txn);
+	if (mrc) {
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(mrc));
+		return kv_err(NULL, mrc, NULL);
 	}
 	return 0;
 
@@ -357,11 +383,25 @@ static mode_t image_mode(kv_env *e)
 	return fstat(e->lock_fd, &st) == 0 ? st.st_mode & 0666 : 0600;
 }
 
+/* A new LMDB environment for e with a map of map bytes; an LMDB code. */
+static int env_create(kv_env *e, uint64_t map)
+{
+	int mrc = mdb_env_create(&e->env);
+
+	if (!mrc)
+		mrc = mdb_env_set_maxdbs(e->env, KV_NDB);
+	if (!mrc)
+		mrc = mdb_env_set_maxreaders(e->env, KV_MAXREADERS);
+	if (!mrc)
+		mrc = mdb_env_set_mapsize(e->env, map);
+	return mrc;
+}
+
 static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen)
 {
 	unsigned flags = MDB_NOSUBDIR | MDB_NOTLS;
 	uint64_t map = file_size * 2;
-	int rc;
+	int mrc;
 
 	if (map < KV_MAP_INITIAL)
 		map = KV_MAP_INITIAL;
@@ -377,88 +417,62 @@ static int env_open_lmdb(kv_env *e, uint64_t file_size, char *err, size_t errlen
 	else if (e->durability == KV_DURABLE_NONE)
 		flags |= MDB_NOSYNC;
 
-	rc = mdb_env_create(&e->env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(e->env, KV_NDB);
-	if (!rc)
-		rc = mdb_env_set_maxreaders(e->env, KV_MAXREADERS);
-	if (!rc)
-		rc = mdb_env_set_mapsize(e->env, map);
-	if (rc) {
-		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
-		return -ENOMEM;
-	}
-	rc = mdb_env_open(e->env, e->path, flags, image_mode(e));
-	if (e->readonly && (rc == EACCES || rc == EROFS)) {
+	mrc = env_create(e, map);
+	if (!mrc)
+		mrc = mdb_env_open(e->env, e->path, flags, image_mode(e));
+	if (e->readonly && (mrc == EACCES || mrc == EROFS)) {
 		/* no lock file can be made beside a read-only image; nobody can be
 		 * writing it either */
 		mdb_env_close(e->env);
 		e->env = NULL;
-		if (mdb_env_create(&e->env) || mdb_env_set_maxdbs(e->env, KV_NDB) ||
-		    mdb_env_set_mapsize(e->env, map))
-			return -ENOMEM;
-		rc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, image_mode(e));
+		mrc = env_create(e, map);
+		if (!mrc)
+			mrc = mdb_env_open(e->env, e->path, flags | MDB_NOLOCK, image_mode(e));
 	}
-	if (rc == MDB_INVALID) {
+	if (!mrc)
+		return 0;
+	if (mrc == MDB_INVALID)
 		kv_seterr(err, errlen, "'%s' is not a kvfs image", e->path);
-		return -EINVAL;
-	}
-	if (rc == MDB_VERSION_MISMATCH) {
+	else if (mrc == MDB_VERSION_MISMATCH)
 		kv_seterr(err, errlen, "'%s': LMDB version mismatch", e->path);
-		return -EPROTONOSUPPORT;
-	}
-	if (rc) {
-		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(rc));
-		return rc > 0 ? -rc : -EIO;
-	}
-	return 0;
+	else
+		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(mrc));
+	return kv_err(NULL, mrc, NULL);
 }
 
 static void reader_free(void *p);
 
-int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *err,
-	    size_t errlen)
+/* Open the image's file (e->lock_fd), check that it can be one, and take
+ * its lock for a read-write open (invariant 2). */
+static int open_file(kv_env *e, char *err, size_t errlen)
 {
-	static const struct kv_open_opts defaults;
-	kv_env *e;
-	struct stat st;
-	char *lpath = NULL;
-	int lock_existed, rc;
+	int rc;
 
-	if (!o)
-		o = &defaults;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	e->lock_fd = -1;
-	e->readonly = o->readonly;
-	e->durability = o->durability;
-	e->max_size = o->max_size & ~4095ULL;
-	e->sync_interval_ms = o->sync_interval_ms;
-	e->path = strdup(path);
-	lpath = lock_path(path);
-	if (!e->path || !lpath) {
-		rc = -ENOMEM;
-		goto free_env;
-	}
-	e->lock_fd = open(path, (o->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	e->lock_fd = open(e->path, (e->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (e->lock_fd < 0) {
 		rc = -errno;
-		kv_seterr(err, errlen, "cannot open '%s': %s", path, strerror(-rc));
-		goto free_env;
+		kv_seterr(err, errlen, "cannot open '%s': %s", e->path, strerror(-rc));
+		return rc;
 	}
 	rc = check_file(e, e->lock_fd, err, errlen);
-	if (rc)
-		goto free_env;
-	if (!o->readonly) {
-		rc = kv_image_lock(e->lock_fd, path, err, errlen);
-		if (rc == -EBUSY)
-			goto free_env;
-		if (rc) {
-			kv_seterr(err, errlen, "cannot lock '%s': %s", path, strerror(-rc));
-			goto free_env;
-		}
-	}
+	if (rc || e->readonly)
+		return rc;
+	rc = kv_image_lock(e->lock_fd, e->path, err, errlen);
+	if (rc && rc != -EBUSY)
+		kv_seterr(err, errlen, "cannot lock '%s': %s", e->path, strerror(-rc));
+	return rc;
+}
+
+/* The LMDB environment of the open file, checked (invariant 1): a refusal
+ * closes it again and removes the lock file LMDB made for it. */
+static int open_lmdb(kv_env *e, char *err, size_t errlen)
+{
+	struct stat st;
+	char *lpath = lock_path(e->path);
+	int lock_existed, rc;
+
+	if (!lpath)
+		return -ENOMEM;
 	fstat(e->lock_fd, &st);
 	lock_existed = access(lpath, F_OK) == 0;
 	rc = env_open_lmdb(e, (uint64_t)st.st_size, err, errlen);
@@ -472,21 +486,49 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 		e->env = NULL;
 		if (!lock_existed)
 			unlink(lpath);
-		goto free_env;
 	}
 	free(lpath);
-	lpath = NULL;
+	return rc;
+}
 
-	e->next_ino = e->super.next_ino;
+static void init_locks(kv_env *e)
+{
+	pthread_rwlockattr_t a;
+
 	pthread_key_create(&e->tls, reader_free);
 	pthread_mutex_init(&e->readers_lock, NULL);
-	{
-		pthread_rwlockattr_t a;
-		pthread_rwlockattr_init(&a);
-		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&e->map_lock, &a);
-		pthread_rwlockattr_destroy(&a);
-	}
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&e->map_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *err,
+	    size_t errlen)
+{
+	static const struct kv_open_opts defaults;
+	kv_env *e;
+	int rc;
+
+	if (!o)
+		o = &defaults;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->lock_fd = -1;
+	e->readonly = o->readonly;
+	e->durability = o->durability;
+	e->max_size = o->max_size & ~4095ULL;
+	e->sync_interval_ms = o->sync_interval_ms;
+	e->path = strdup(path);
+	rc = e->path ? open_file(e, err, errlen) : -ENOMEM;
+	if (!rc)
+		rc = open_lmdb(e, err, errlen);
+	if (rc)
+		goto free_env;
+
+	e->next_ino = e->super.next_ino;
+	init_locks(e);
 	if (!e->readonly) {
 		rc = kv_writer_start(e);
 		if (rc) {
@@ -503,7 +545,6 @@ free_env:
 		kv_image_unlock(e->lock_fd);
 		close(e->lock_fd);
 	}
-	free(lpath);
 	free(e->path);
 	free(e);
 	return rc;
@@ -568,7 +609,6 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 	uint64_t *dst[] = {&u->inodes, &u->blocks, &u->dirents, &u->xattrs, &u->orphans};
 	struct kv_room room;
 	MDB_envinfo info;
-	MDB_stat ms;
 	struct stat st;
 	kv_txn *t;
 	int rc;
@@ -578,12 +618,9 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
-		rc = mdb_stat(t->txn, e->dbi[counted[i]], &ms);
-		if (rc) {
-			rc = kv_err(t, rc, "stat");
+		rc = kv_db_count(t, counted[i], dst[i]);
+		if (rc)
 			goto read_end;
-		}
-		*dst[i] = ms.ms_entries;
 	}
 	mdb_env_info(e->env, &info);
 	u->map_bytes = info.me_mapsize;
@@ -615,6 +652,18 @@ read_end:
 	u->reserve_bytes = room.reserve;
 	u->avail_bytes = room.use_max > u->used_bytes ? room.use_max - u->used_bytes : 0;
 	return rc;
+}
+
+int kv_map_resize(kv_env *e, uint64_t bytes)
+{
+	int mrc;
+
+	/* invariant 4: a txn of our own would deadlock here or be moved away */
+	assert(!kv_reading(e) && !(kv_role_mine(e) && e->w_txn));
+	pthread_rwlock_wrlock(&e->map_lock);
+	mrc = mdb_env_set_mapsize(e->env, bytes);
+	pthread_rwlock_unlock(&e->map_lock);
+	return kv_err(NULL, mrc, bytes ? "resize map" : "adopt map size");
 }
 
 int kv_disk_full(kv_env *e)
@@ -673,7 +722,7 @@ static struct kv_reader *reader_get(kv_env *e)
 int kv_read_begin(kv_env *e, kv_txn **out)
 {
 	struct kv_reader *r = reader_get(e);
-	int rc;
+	int mrc, rc;
 
 	if (!r)
 		return -ENOMEM;
@@ -681,29 +730,27 @@ int kv_read_begin(kv_env *e, kv_txn **out)
 	for (;;) {
 		pthread_rwlock_rdlock(&e->map_lock);
 		if (r->t.txn)
-			rc = mdb_txn_renew(r->t.txn);
+			mrc = mdb_txn_renew(r->t.txn);
 		else
-			rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &r->t.txn);
-		if (rc != MDB_MAP_RESIZED)
+			mrc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &r->t.txn);
+		if (mrc != MDB_MAP_RESIZED)
 			break;
 		/* another process grew the map: adopt its size */
 		pthread_rwlock_unlock(&e->map_lock);
 		if (r->t.txn)
 			mdb_txn_abort(r->t.txn);
 		r->t.txn = NULL;
-		pthread_rwlock_wrlock(&e->map_lock);
-		rc = mdb_env_set_mapsize(e->env, 0);
-		pthread_rwlock_unlock(&e->map_lock);
+		rc = kv_map_resize(e, 0);
 		if (rc)
-			return kv_err(NULL, rc, "adopt map size");
+			return rc;
 	}
-	if (rc) {
+	if (mrc) {
 		pthread_rwlock_unlock(&e->map_lock);
-		if (r->t.txn && rc != MDB_READERS_FULL) {
+		if (r->t.txn && mrc != MDB_READERS_FULL) {
 			mdb_txn_abort(r->t.txn);
 			r->t.txn = NULL;
 		}
-		return kv_err(NULL, rc, "begin read");
+		return kv_err(NULL, mrc, "begin read");
 	}
 	r->t.cur_stale = (1u << KV_NDB) - 1;
 	r->active = 1;
@@ -715,29 +762,42 @@ void kv_read_end(kv_txn *t)
 {
 	struct kv_reader *r = (struct kv_reader *)t;
 
-	assert(!t->write && r->active);
+	assert(!t->write && kv_txn_mine(t));
 	mdb_txn_reset(t->txn);
 	r->active = 0;
 	pthread_rwlock_unlock(&t->env->map_lock);
 }
 
+#ifndef NDEBUG
+int kv_reading(kv_env *e)
+{
+	struct kv_reader *r = pthread_getspecific(e->tls);
+
+	return r && r->active;
+}
+
+int kv_txn_mine(const kv_txn *t)
+{
+	if (t->write)
+		return kv_role_mine(t->env);
+	return pthread_getspecific(t->env->tls) == t && ((const struct kv_reader *)t)->active;
+}
+#endif
+
 MDB_cursor *kv_cursor(kv_txn *t, enum kv_db db, int *rc)
 {
 	MDB_cursor *c = t->cur[db];
 
+	assert(kv_txn_mine(t));
 	*rc = 0;
 	if (c && (t->cur_stale & (1u << db))) {
-		*rc = mdb_cursor_renew(t->txn, c);
-		if (*rc) {
-			*rc = kv_err(t, *rc, "renew cursor");
+		*rc = kv_err(t, mdb_cursor_renew(t->txn, c), "renew cursor");
+		if (*rc)
 			return NULL;
-		}
 	} else if (!c) {
-		*rc = mdb_cursor_open(t->txn, t->env->dbi[db], &c);
-		if (*rc) {
-			*rc = kv_err(t, *rc, "open cursor");
+		*rc = kv_err(t, mdb_cursor_open(t->txn, t->env->dbi[db], &c), "open cursor");
+		if (*rc)
 			return NULL;
-		}
 		t->cur[db] = c;
 	}
 	t->cur_stale &= ~(1u << db);

@@ -104,11 +104,11 @@ int kv_flusher_start(kv_env *e)
 		e->f_wb_from = (uint64_t)st.st_size;
 	pthread_mutex_init(&e->f_lock, NULL);
 	pthread_cond_init(&e->f_cond, NULL);
-	rc = pthread_create(&e->flusher, NULL, flusher_main, e);
+	rc = -pthread_create(&e->flusher, NULL, flusher_main, e);
 	if (rc) {
 		pthread_cond_destroy(&e->f_cond);
 		pthread_mutex_destroy(&e->f_lock);
-		return -rc;
+		return rc;
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@
  *     within the op (seen: a symlink's target lost in a rename batched after
  *     an orphan's purge).
  */
+#include <assert.h>
 #include <errno.h>
 
 #include "kv_int.h"
@@ -28,11 +29,12 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 {
 	unsigned char kb[8];
 	MDB_val k = ino_key(kb, ino), v;
-	int rc;
+	int mrc, rc;
 
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
-	if (rc)
-		return kv_err(t, rc, "get inode");
+	assert(kv_txn_mine(t));
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
+	if (mrc)
+		return kv_err(t, mrc, "get inode");
 	rc = kv_inode_decode(ino, v.mv_data, v.mv_size, out);
 	if (rc == 0 && t->write && out->inline_len && t->env->ibuf) {
 		unsigned char *slot = t->env->ibuf +
@@ -58,9 +60,9 @@ int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 	if (in->inline_len)
 		memcpy(inl, in->inline_data, in->inline_len);
 	v.mv_size = KV_INODE_LEN + in->inline_len;
-	rc = mdb_put(t->txn, t->env->dbi[KV_DB_INODE], &k, &v, MDB_RESERVE);
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_INODE], &k, &v, MDB_RESERVE), "put inode");
 	if (rc)
-		return kv_err(t, rc, "put inode");
+		return rc;
 	kv_inode_encode(in, v.mv_data);
 	if (in->inline_len)
 		memcpy((unsigned char *)v.mv_data + KV_INODE_LEN, inl, in->inline_len);
@@ -71,6 +73,7 @@ int kv_ino_alloc(kv_txn *t, uint64_t *ino)
 {
 	if (!t->write)
 		return -EROFS;
+	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: next_ino */
 	if (t->env->next_ino == UINT64_MAX)
 		return -ENOSPC;
 	*ino = t->env->next_ino++;
@@ -92,31 +95,31 @@ static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
 	unsigned char kb[8];
 	MDB_cursor *c;
 	MDB_val k, v;
-	int rc;
+	int mrc, rc;
 
 	c = kv_cursor(t, db, &rc);
 	if (!c)
 		return rc;
 	k = ino_key(kb, ino);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	while (rc == 0) {
+	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (mrc == 0) {
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
 			return 0;
-		rc = mdb_cursor_del(c, 0);
-		if (rc)
+		mrc = mdb_cursor_del(c, 0);
+		if (mrc)
 			break;
 		/* after a delete the cursor stands on the following key: MDB_NEXT
 		 * returns it rather than skipping it */
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}
-	return rc == MDB_NOTFOUND ? 0 : kv_err(t, rc, "delete range");
+	return mrc == MDB_NOTFOUND ? 0 : kv_err(t, mrc, "delete range");
 }
 
 int kv_inode_purge(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
 	MDB_val k = ino_key(kb, ino);
-	int rc;
+	int mrc, rc;
 
 	if (!t->write)
 		return -EROFS;
@@ -125,12 +128,12 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 		rc = delete_prefix(t, KV_DB_XATTR, ino);
 	if (rc)
 		return rc;
-	rc = mdb_del(t->txn, t->env->dbi[KV_DB_INODE], &k, NULL);
-	if (rc && rc != MDB_NOTFOUND)
-		return kv_err(t, rc, "delete inode");
-	rc = mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL);
-	if (rc && rc != MDB_NOTFOUND)
-		return kv_err(t, rc, "delete orphan");
+	mrc = mdb_del(t->txn, t->env->dbi[KV_DB_INODE], &k, NULL);
+	if (mrc && mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "delete inode");
+	mrc = mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL);
+	if (mrc && mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "delete orphan");
 	return 0;
 }
 
@@ -167,9 +170,9 @@ int kv_orphan_next(kv_txn *t, uint64_t after, uint64_t *ino)
 	if (!c)
 		return rc;
 	k = ino_key(kb, after + 1);
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	rc = kv_err(t, mdb_cursor_get(c, &k, &v, MDB_SET_RANGE), "next orphan");
 	if (rc)
-		return kv_err(t, rc, "next orphan");
+		return rc;
 	if (k.mv_size != 8)
 		return -EIO;
 	*ino = kv_get_be64(k.mv_data);

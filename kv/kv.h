@@ -26,16 +26,27 @@
  *   map grew, or an op failed, and the batch was replayed): it must have no
  *   effect outside the transaction and its own result fields.
  *
- * Errors the store itself produces (besides those listed per function):
- *   -EIO     an LMDB failure or a record that fails its checks (logged once)
- *   -ENOSPC  the map is at its maximum or the disk is full
+ * Errors. Each function lists every error it returns, as lmdb.h does. These
+ * mean the same wherever they appear:
+ *   -EIO     an LMDB failure, or a record that fails its checks (logged
+ *            once, as "what: reason", through kv_set_log's function)
+ *   -ENOSPC  in a write transaction: the map is full. apply() returns it as
+ *            it is; the writer grows the map and runs apply() again, so the
+ *            op's caller sees -ENOSPC only when the map cannot grow (the
+ *            image is at its maximum or the disk is full)
+ *   -EAGAIN  LMDB's reader table is full (too many threads hold read
+ *            transactions at once); logged
+ *   -EROFS   a write function called with a read transaction, or a write
+ *            submitted to a read-only env
  *   -ENOMEM  out of memory
+ * kv_err (kv_int.h) is the one place LMDB's codes become these.
  */
 #ifndef KVFS_KV_H
 #define KVFS_KV_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -135,10 +146,18 @@ struct kv_inode {
 
 struct kv_dirent {
 	uint64_t ino;
-	uint8_t type;     /* DT_* value, (mode & S_IFMT) >> 12 */
+	uint8_t type;     /* DT_* value: kv_dirent_type(mode) */
 	uint8_t namelen;
 	const char *name; /* not NUL-terminated; into the map */
 };
+
+/* The type a directory entry records for an inode of this mode: the DT_*
+ * value of <dirent.h> (DT_REG, DT_DIR, ...), which is (mode & S_IFMT) >> 12
+ * (docs/FORMAT.md). */
+static inline uint8_t kv_dirent_type(uint32_t mode)
+{
+	return (uint8_t)((mode & S_IFMT) >> 12);
+}
 
 /* Where the store's log lines go (default: stderr, prefixed "kvfs: "). */
 typedef void (*kv_log_fn)(const char *line);
@@ -147,15 +166,21 @@ void kv_set_log(kv_log_fn fn);
 /* ---- images ---- */
 
 /* Create an empty filesystem at path: superblock and a root directory.
- * -EEXIST: path exists and !opts->force. -EINVAL: bad block size or label.
- * err (errlen bytes) receives a one-line message on failure. */
+ * err (errlen bytes) receives a one-line message on failure.
+ * -EEXIST: path exists and !opts->force, or is not a regular file.
+ * -EINVAL: bad block size or label. -EBUSY: replacing an image in use
+ * (kv_open). -ENOSPC, -EIO, -ENOMEM; and the host's errno from making the
+ * file (-ENOENT: no such directory, -EACCES, -EROFS, ...). */
 int kv_mkfs(const char *path, const struct kv_mkfs_opts *opts, char *err, size_t errlen);
 
 /* Open an image. A read-write open takes an exclusive lock on the image and
  * starts the writer thread; a second read-write open fails with -EBUSY.
+ * err receives a one-line message on failure.
  * -EINVAL: not a kvfs image (foreign file, empty, random bytes).
  * -EPROTONOSUPPORT: a format version or incompatible feature this build does
- *  not know. -EIO: truncated or damaged. err receives a one-line message. */
+ *  not know. -EIO: truncated or damaged. -EBUSY: mounted or opened
+ * read-write elsewhere. -EAGAIN, -ENOMEM; and the host's errno from opening
+ * the file (-ENOENT, -EACCES, ...). */
 int kv_open(const char *path, const struct kv_open_opts *opts, kv_env **out, char *err,
             size_t errlen);
 /* Drain the writer, end every thread's read transaction, close. */
@@ -164,16 +189,21 @@ void kv_close(kv_env *env);
 void kv_super_get(kv_env *env, struct kv_super *out);
 uint32_t kv_block_size(kv_env *env);
 int kv_is_readonly(kv_env *env);
+/* Counts and sizes as of the last commit (a read transaction of its own).
+ * -EAGAIN, -EIO, -ENOMEM. */
 int kv_usage_get(kv_env *env, struct kv_usage *out);
 /* Bytes ordinary changes can still use, as of the last commit: exact near
  * the limit, a lower bound (still over 64 MiB) far from it; one atomic load.
  * UINT64_MAX on a read-only env. */
 uint64_t kv_room_avail(kv_env *env);
-/* Make every committed change durable (fsync, syncfs). */
+/* Make every committed change durable (fsync, syncfs); 0 at once on a
+ * read-only env and with KV_DURABLE_FULL. -EIO, -ENOSPC. */
 int kv_sync(kv_env *env);
 
 /* ---- transactions ---- */
 
+/* The calling thread's read transaction (not nested: end it first).
+ * -EAGAIN, -ENOMEM, -EIO. */
 int kv_read_begin(kv_env *env, kv_txn **out);
 void kv_read_end(kv_txn *txn);
 
@@ -208,7 +238,12 @@ struct kv_op {
 int kv_txn_reserved(const kv_txn *txn);
 
 /* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled
- * back). -EROFS on a read-only env (done is not called). */
+ * back). rc is apply()'s result, or, when apply() succeeded and the batch
+ * did not commit: -ENOSPC (the map cannot grow, or the image is full but
+ * for the reserve and op may not use it), -EFBIG (op alone is too large for
+ * one transaction), -EIO, -ENOMEM; with KV_OP_SYNC, the sync's -EIO or
+ * -ENOSPC. kv_submit itself: -EROFS on a read-only env (done is not
+ * called). */
 int kv_submit(kv_env *env, struct kv_op *op);
 /* Queue op for later: it joins the next batch anyone runs, or runs within
  * KV_LAZY_MS when no batch comes (for work nobody waits for, such as freeing
@@ -217,47 +252,59 @@ int kv_submit(kv_env *env, struct kv_op *op);
 #define KV_LAZY_MS 50
 int kv_submit_lazy(kv_env *env, struct kv_op *op);
 /* Commit the lazy ops queued now, if any (before an answer that counts what
- * they change, such as the free space after a delete). */
+ * they change, such as the free space after a delete). 0 on a read-only
+ * env; the commit's errors as kv_write's. */
 int kv_settle(kv_env *env);
-/* Submit and wait: returns apply()'s result once committed (or the commit's
- * error). */
+/* Submit and wait: returns apply()'s result once committed, or the errors
+ * kv_submit hands done(); -EROFS on a read-only env. The calling thread
+ * holds no read transaction (a map growth waits for every reader) and is
+ * not running an apply() or done() (it would wait for itself); debug builds
+ * assert both. */
 int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);
 
 /* ---- inodes (any transaction; writes need a write transaction) ---- */
 
-/* -ENOENT: no such inode. */
+/* -ENOENT: no such inode. -EIO. */
 int kv_inode_get(kv_txn *txn, uint64_t ino, struct kv_inode *out);
-/* -ENAMETOOLONG: inline data over KV_SYMLINK_MAX. */
+/* -ENAMETOOLONG: inline data over KV_SYMLINK_MAX. -EROFS, -ENOSPC, -EIO. */
 int kv_inode_put(kv_txn *txn, const struct kv_inode *in);
-/* Allocate the next inode number (never reused). */
+/* Allocate the next inode number (never reused). -EROFS; -ENOSPC: the
+ * counter is spent. */
 int kv_ino_alloc(kv_txn *txn, uint64_t *ino);
-/* Remove an inode record with all its data blocks, xattrs and orphan entry. */
+/* Remove an inode record with all its data blocks, xattrs and orphan entry
+ * (0 when there was none). -EROFS, -ENOSPC, -EIO. */
 int kv_inode_purge(kv_txn *txn, uint64_t ino);
 
+/* -EROFS, -ENOSPC, -EIO. */
 int kv_orphan_add(kv_txn *txn, uint64_t ino);
+/* -ENOENT: ino is no orphan. -EROFS, -ENOSPC, -EIO. */
 int kv_orphan_remove(kv_txn *txn, uint64_t ino);
-/* First orphan with ino > after into *ino; -ENOENT when none. */
+/* First orphan with ino > after into *ino; -ENOENT when none. -EIO. */
 int kv_orphan_next(kv_txn *txn, uint64_t after, uint64_t *ino);
 
 /* ---- directory entries ---- */
 
-/* -ENAMETOOLONG: len > KV_NAME_MAX; -ENOENT: no such name. */
+/* Names are 1 to KV_NAME_MAX bytes: -ENAMETOOLONG for a longer one, -ENOENT
+ * for an empty one, from every function here. A dirent list that does not
+ * parse is -EIO (logged). */
+/* -ENOENT: no such name. -EIO. */
 int kv_dirent_lookup(kv_txn *txn, uint64_t dir, const char *name, size_t len,
                      struct kv_dirent *out);
-/* -EEXIST: the name is taken. */
+/* -EEXIST: the name is taken. -ENOSPC: 256 names of dir share its hash, or
+ * the map is full. -EROFS, -ENOMEM, -EIO. */
 int kv_dirent_add(kv_txn *txn, uint64_t dir, const char *name, size_t len, uint64_t ino,
                   uint8_t type);
-/* -ENOENT: no such name. */
+/* -ENOENT: no such name. -EROFS, -ENOSPC, -ENOMEM, -EIO. */
 int kv_dirent_remove(kv_txn *txn, uint64_t dir, const char *name, size_t len);
 /* Point an existing name at another inode (rename over a target).
- * -ENOENT: no such name. */
+ * -ENOENT: no such name. -EROFS, -ENOSPC, -ENOMEM, -EIO. */
 int kv_dirent_replace(kv_txn *txn, uint64_t dir, const char *name, size_t len, uint64_t ino,
                       uint8_t type);
 /* The entry after *cookie (0: the first) in cookie order; *cookie becomes the
  * entry's cookie, from which the next call resumes. Cookies are stable: an
  * entry keeps its cookie for as long as it exists, so a listing that resumes
  * while others add and remove entries sees every surviving entry exactly
- * once. -ENOENT at the end. */
+ * once. -ENOENT at the end. -EIO. */
 int kv_dir_next(kv_txn *txn, uint64_t dir, uint64_t *cookie, struct kv_dirent *out);
 
 /* ---- file data ---- */
@@ -269,35 +316,42 @@ int kv_dir_next(kv_txn *txn, uint64_t dir, uint64_t *cookie, struct kv_dirent *o
 ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, size_t len,
                      struct iovec *iov, int iovmax, int *iovcnt);
 /* Write len bytes at off; updates in->size and in->nblocks (the caller
- * stores the inode). -EFBIG beyond the largest offset. */
+ * stores the inode). -EFBIG beyond the largest offset. -EIO: a block kept
+ * in part fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf, size_t len);
 /* The checksums of the blocks a write of [off, off + len) of inode ino
  * starts on a block boundary, in order, at most max: computed before the
  * write takes the writer's role, so the role spends its time storing. */
 size_t kv_data_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
 		    uint64_t *sums, size_t max);
-/* kv_data_write with the checksums from kv_data_sums over the same bytes. */
+/* kv_data_write with the checksums from kv_data_sums over the same bytes;
+ * the same errors. */
 int kv_data_write_sums(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf,
 		       size_t len, const uint64_t *sums, size_t nsums);
-/* Set the size, dropping or trimming blocks past it; updates in. */
+/* Set the size, dropping or trimming blocks past it; updates in. -EFBIG
+ * beyond the largest offset. -EIO: a block kept in part fails its
+ * checksum. -EROFS, -ENOSPC. */
 int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
 /* Make [off, off + len) a hole (whole blocks dropped, partial ones zeroed);
- * the size is unchanged; updates in->nblocks. */
+ * the size is unchanged; updates in->nblocks. -EIO: a block kept in part
+ * fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
 /* Store zeros in the holes of [off, end) within in->size (fallocate: the
  * room is then taken, and later writes there replace blocks rather than add
  * them), and fill a short block out to the size; at most max_blocks blocks
  * are stored: *next is where to go on (end, or in->size, when done).
- * Updates in->nblocks. */
+ * Updates in->nblocks. -EIO: a stored block fails its checksum. -EROFS,
+ * -ENOSPC. */
 int kv_data_allocate(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end,
 		     uint64_t max_blocks, uint64_t *next);
-/* The blocks of [off, end) of inode ino that are holes. */
+/* The blocks of [off, end) of inode ino that are holes. -EIO. */
 int kv_data_holes(kv_txn *txn, uint64_t ino, uint64_t off, uint64_t end, uint64_t *count);
 /* SEEK_DATA / SEEK_HOLE from off in a file of the given size.
- * -ENXIO: off >= size, or no data at or after off. */
+ * -ENXIO: off >= size, or no data at or after off. -EINVAL: another
+ * whence. -EIO: a block fails its checksum. */
 int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whence,
                  uint64_t *out);
-/* One block, checksum verified. -ENOENT: a hole. */
+/* One block, checksum verified. -ENOENT: a hole. -EIO. */
 int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, size_t *len);
 
 /* ---- extended attributes ---- */
@@ -315,17 +369,18 @@ int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, siz
  * -EOPNOTSUPP and -EINVAL names (kvfs once stored any name): they are read,
  * listed and removed like any other; only -ERANGE is damage. */
 int kv_xattr_name_check(const char *name, size_t len);
-/* -ENODATA: no such attribute. -ERANGE: name empty or too long. */
+/* -ENODATA: no such attribute. -ERANGE: name empty or too long. -EIO. */
 int kv_xattr_get(kv_txn *txn, uint64_t ino, const char *name, const void **val, size_t *len);
-/* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA).
- * -ERANGE, -EOPNOTSUPP, -EINVAL: a name kv_xattr_name_check refuses;
- * -E2BIG: value too large. */
+/* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA); -EINVAL:
+ * other flags. -ERANGE, -EOPNOTSUPP, -EINVAL: a name kv_xattr_name_check
+ * refuses; -E2BIG: value too large. -EROFS, -ENOSPC, -EIO. */
 int kv_xattr_set(kv_txn *txn, uint64_t ino, const char *name, const void *val, size_t len,
                  int flags);
-/* -ENODATA: no such attribute. -ERANGE: name empty or too long. */
+/* -ENODATA: no such attribute. -ERANGE: name empty or too long. -EROFS,
+ * -ENOSPC, -EIO. */
 int kv_xattr_remove(kv_txn *txn, uint64_t ino, const char *name);
 /* NUL-separated names into buf. Returns the bytes needed; with size 0 only
- * counts. -ERANGE: buf too small. */
+ * counts. -ERANGE: buf too small. -EIO: a malformed name stored. */
 ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
 
 /* ---- raw access: fsck, dump and tests walk and mend the databases ---- */
@@ -333,23 +388,61 @@ ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
 const char *kv_db_name(enum kv_db db);
 /* -ENOENT: no database of that name. */
 int kv_db_lookup(const char *name, enum kv_db *db);
-/* Records in db as of the transaction's snapshot. */
+/* Records in db as of the transaction's snapshot. -EIO. */
 int kv_db_count(kv_txn *txn, enum kv_db db, uint64_t *count);
 
 /* A cursor over one database in key order. kv_iter_next returns the records
  * from the first key (or the key kv_iter_seek found) on; -ENOENT at the end.
  * Keys and values point into the map, valid until the next call or the end
- * of the transaction. An iterator allocates once, at open. */
+ * of the transaction. An iterator allocates once, at open. kv_iter_open:
+ * -ENOMEM, -EIO. */
 int kv_iter_open(kv_txn *txn, enum kv_db db, kv_iter **out);
-/* Position at the first key >= key; the next kv_iter_next returns it. */
+/* Position at the first key >= key; the next kv_iter_next returns it.
+ * -ENOENT: no such key (the iterator is at its end). -EIO. */
 int kv_iter_seek(kv_iter *it, const void *key, size_t klen);
+/* -ENOENT at the end. -EIO. */
 int kv_iter_next(kv_iter *it, const void **key, size_t *klen, const void **val, size_t *vlen);
 void kv_iter_close(kv_iter *it);
 
-/* Write or delete one raw record (write transaction). -ENOENT: no such key. */
+/* Write or delete one raw record (write transaction). -ENOENT: no such key
+ * (delete). -EROFS, -ENOSPC; -EIO, also for a key LMDB refuses (empty, or
+ * over 511 bytes). */
 int kv_raw_put(kv_txn *txn, enum kv_db db, const void *key, size_t klen, const void *val,
                size_t vlen);
 int kv_raw_del(kv_txn *txn, enum kv_db db, const void *key, size_t klen);
+
+/* The parts of a raw key (docs/FORMAT.md). Fields a database's keys do not
+ * have are 0. */
+struct kv_key {
+	uint64_t ino;     /* inode, orphan: the inode; dirent: the directory;
+	                     data, xattr: the inode the record belongs to */
+	uint64_t hash;    /* dirent: the name hash (kv_dirent_hash) */
+	uint64_t idx;     /* data: the block index */
+	const char *name; /* xattr: the attribute's name; meta: the record's
+	                     name. Not NUL-terminated; into the key */
+	size_t namelen;
+	int super;        /* meta: the record is the superblock */
+};
+#define KV_KEY_MAX (8 + KV_XATTR_NAME_MAX) /* the longest key kv_key_encode makes */
+
+/* Split a raw key of db (klen bytes, as kv_iter_next hands it) into its
+ * parts. Only the key's shape is checked: an xattr key's name is checked
+ * by kv_xattr_name_check, a meta key may name a later version's record.
+ * -EIO: not a key of db (a wrong length); the parts it does hold are still
+ * set (ino, from a key of 8 bytes or more of a database keyed by inode
+ * first; an xattr name of what follows), so damage can be told to its
+ * inode. -EINVAL: no such db. */
+int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *out);
+/* The key of db with the parts in k (the inverse of kv_key_decode) into
+ * buf, which has room for KV_KEY_MAX bytes (and for k->namelen, of a meta
+ * key); returns its length. A meta key is the superblock's when k->super,
+ * else k->name. An xattr name is at most KV_XATTR_NAME_MAX bytes. */
+size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf);
+/* The bytes every key of inode ino starts with, in the databases keyed by
+ * inode first (inode, dirent, data, xattr, orphan), into buf (8 bytes);
+ * returns their count. kv_iter_seek there finds the inode's first record,
+ * malformed ones included. */
+size_t kv_key_prefix(uint64_t ino, void *buf);
 
 /* Decode records read raw. -EIO: malformed. */
 int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode *out);
@@ -357,7 +450,7 @@ int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode 
  * -EPROTONOSUPPORT: a later version (out->version is set). */
 int kv_decode_super(const void *val, size_t vlen, struct kv_super *out);
 /* The entry of a dirent list at *off, advancing *off; 1 at the end of the
- * list. slot may be NULL. */
+ * list; -EIO: malformed. slot may be NULL. */
 int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent *out,
                      uint8_t *slot);
 /* Encode one entry of a dirent list (the inverse of kv_decode_dirent) at buf,
@@ -366,21 +459,25 @@ int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent
 #define KV_DIRENT_LEN(namelen) (11 + (size_t)(namelen))
 size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de);
 /* Check a data block value against its key: 0 and *len (its data bytes),
- * -EIO on a bad length or checksum. */
+ * -EIO on a bad length or checksum. *len is set also then: the data bytes
+ * the value holds before its checksum, 0 when too short to hold one. */
 int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
                    size_t *len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
-/* Big-endian u64 at p (the fields of every key). */
+/* Big-endian u64 at p (the fields of every key; kv_key_decode and
+ * kv_key_encode take whole keys apart and make them). */
 uint64_t kv_key_u64(const void *p);
 void kv_key_put_u64(void *p, uint64_t v);
 
-/* Raise the inode counter to at least next (fsck). */
+/* Raise the inode counter to at least next (fsck). -EROFS. */
 int kv_ino_counter_raise(kv_txn *txn, uint64_t next);
 
 /* Write a compacted, consistent copy of the image to dest (a new file),
  * taken from one snapshot: safe while the image is mounted and in use.
- * -EEXIST: dest exists. */
+ * err receives a one-line message on failure. -EEXIST: dest exists.
+ * -EAGAIN, -ENOSPC, -ENOMEM, -EIO; and the host's errno from making dest
+ * (-ENOENT, -EACCES, ...). */
 int kv_backup(kv_env *env, const char *dest, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * kv_int.h - internals shared by the files of kv/: the environment and
- * transaction structures, the key and record encodings of docs/FORMAT.md,
- * and the one place LMDB codes become errno values.
+ * transaction structures, the key and record encodings of docs/FORMAT.md
+ * (codec.c, hash.c), and the one place LMDB codes become errno values
+ * (err.c).
  *
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record
@@ -10,7 +11,15 @@
  *     a leading kv_write caller) holds a write transaction; env->wbuf and
  *     env->next_ino are the role's alone.
  *  3. The map is resized only with env->map_lock held for writing, so no
- *     reader holds a pointer into the map while it moves.
+ *     reader holds a pointer into the map while it moves; the thread that
+ *     resizes it holds no transaction of its own.
+ *  4. A read transaction is used only by the thread it belongs to, between
+ *     its kv_read_begin and kv_read_end.
+ *
+ * Debug and sanitizer builds check these, and the numbered invariants of
+ * the other files of kv/ where a check is cheap, with assert(): never on
+ * data read from disk, which is damage to report, not a bug. Release builds
+ * (CMAKE_BUILD_TYPE=Release sets NDEBUG) compile the checks out.
  */
 #ifndef KVFS_KV_INT_H
 #define KVFS_KV_INT_H
@@ -92,6 +101,7 @@ struct kv_env {
 	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
 	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
+	MDB_txn *w_txn;           /* the batch transaction while it is open */
 
 	/* flusher (flusher.c) */
 	pthread_t flusher;
@@ -142,14 +152,40 @@ static inline uint64_t kv_bytes_past_end(const struct stat *st)
 	return held > (uint64_t)st->st_size ? held - (uint64_t)st->st_size : 0;
 }
 
-/* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64). Tests
- * replace it to force collisions. */
+/* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64; hash.c).
+ * Tests replace it to force collisions. */
 extern uint64_t (*kv_name_hash)(const char *name, size_t len);
 uint64_t kv_name_hash_xxh3(const char *name, size_t len);
 
-/* LMDB code to negative errno; records MAP_FULL/TXN_FULL on txn (may be NULL). */
-int kv_err(kv_txn *txn, int rc, const char *what);
+/* err.c. The one mapping of an LMDB return code (mrc: 0, an MDB_* code, or
+ * an errno value LMDB passed on from the host) to 0 or a negative errno:
+ *   MDB_NOTFOUND -ENOENT, MDB_KEYEXIST -EEXIST, MDB_MAP_FULL and MDB_TXN_FULL
+ *   -ENOSPC (recorded on txn, which may be NULL), MDB_READERS_FULL -EAGAIN,
+ *   MDB_INVALID -EINVAL, MDB_VERSION_MISMATCH -EPROTONOSUPPORT, ENOMEM,
+ *   ENOSPC, EACCES, EROFS and EPERM as themselves, anything else -EIO.
+ * A reader table full and an -EIO are logged as "what: reason"; what NULL:
+ * not logged, the caller reports it. kv_err is the one to call: it costs no
+ * call on success. (The read paths still test mrc and convert only a
+ * failure: converting first cost kv_inode_get a register.) */
+int kv_err_map(kv_txn *txn, int mrc, const char *what);
+static inline int kv_err(kv_txn *txn, int mrc, const char *what)
+{
+	return mrc ? kv_err_map(txn, mrc, what) : 0;
+}
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#ifndef NDEBUG
+/* For assert() only (debug builds). Whether the calling thread holds env's
+ * writer's role, or no writer runs (an open or close, on one thread):
+ * writer.c. */
+int kv_role_mine(const kv_env *env);
+/* Whether txn may be used by the calling thread: a write txn by the role's
+ * holder, a read txn by its own thread while active (invariants 2 and 4):
+ * env.c. */
+int kv_txn_mine(const kv_txn *txn);
+/* Whether the calling thread has a read transaction of env active (env.c). */
+int kv_reading(kv_env *env);
+#endif
 /* A one-line message into err (errlen bytes; nothing when err is NULL). */
 void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -161,6 +197,11 @@ void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
 int kv_image_lock(int fd, const char *path, char *err, size_t errlen);
 /* Let go of the lock taken on fd (before closing it). */
 void kv_image_unlock(int fd);
+
+/* Resize the map to bytes (0: adopt the size another process gave the
+ * image), with env->map_lock held exclusive (invariant 3): the caller holds
+ * no transaction of env, read or write (env.c). */
+int kv_map_resize(kv_env *env, uint64_t bytes);
 
 /* A cursor on db valid in txn. NULL with *rc set on failure. */
 MDB_cursor *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);
@@ -205,14 +246,19 @@ static inline uint64_t kv_get_le64(const unsigned char *p)
 	return (uint64_t)kv_get_le32(p) | (uint64_t)kv_get_le32(p + 4) << 32;
 }
 
-/* Records (format.c). Decoders return -EIO on a malformed record. */
+/* Records (codec.c). Decoders return -EIO on a malformed record. */
 void kv_super_encode(const struct kv_super *s, unsigned char out[KV_SUPER_LEN]);
 int kv_super_decode(const void *buf, size_t len, struct kv_super *s);
 /* out must hold KV_INODE_LEN bytes; inline data follows it (caller copies). */
 void kv_inode_encode(const struct kv_inode *in, unsigned char *out);
 int kv_inode_decode(uint64_t ino, const void *buf, size_t len, struct kv_inode *out);
-/* Checksum of a data block: XXH3-64 seeded by its key. */
+/* Checksum of a data block: XXH3-64 seeded by its key (hash.c). */
 uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len);
+/* A data block's value, read from disk, against its key (block size bs):
+ * *len is the data bytes it holds (0 when too short for its checksum). */
+enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM };
+enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
+				    size_t vlen, size_t *len);
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);

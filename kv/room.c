@@ -54,6 +54,7 @@
  *  4. The map is never larger than cap outside the reserve (kv_room_update
  *     shrinks it back: LMDB keeps it at least as large as the extent).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -141,6 +142,7 @@ uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
 	MDB_envinfo info;
 	uint64_t extent, used;
 
+	assert(kv_role_mine(e) && txn == e->w_txn); /* invariant 3: the role's fields */
 	mdb_env_info(e->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	/* far from full: what lies past the extent is room enough to tell */
@@ -152,6 +154,7 @@ uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
 
 int kv_txn_reserved(const kv_txn *t)
 {
+	assert(!t->write || kv_role_mine(t->env));
 	return t->write && (t->over || t->env->in_reserve);
 }
 
@@ -162,6 +165,7 @@ uint64_t kv_room_avail(kv_env *e)
 
 int kv_room_over(kv_env *e, MDB_txn *txn)
 {
+	assert(kv_role_mine(e) && txn == e->w_txn);
 	return e->room_tight && in_use(e, txn) >= e->room_use_max;
 }
 
@@ -188,17 +192,6 @@ static void allocate_reserve(kv_env *e, const struct kv_room *r)
 		(void)!fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, (off_t)r->alloc_end, (off_t)len);
 }
 
-/* Resize the map to bytes (no transaction of the env may be running). */
-static int map_resize(kv_env *e, uint64_t bytes)
-{
-	int rc;
-
-	pthread_rwlock_wrlock(&e->map_lock);
-	rc = mdb_env_set_mapsize(e->env, bytes);
-	pthread_rwlock_unlock(&e->map_lock);
-	return rc ? kv_err(NULL, rc, "resize map") : 0;
-}
-
 int kv_room_update(kv_env *e)
 {
 	struct kv_room r;
@@ -206,6 +199,7 @@ int kv_room_update(kv_env *e)
 	uint64_t step;
 	int shrunk = 0;
 
+	assert(kv_role_mine(e) && !e->w_txn); /* invariant 3: between transactions */
 	if (!e->room_anchor) { /* the first, as the writer starts */
 		mdb_env_info(e->env, &info);
 		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -225,7 +219,7 @@ int kv_room_update(kv_env *e)
 	e->room_next = r.extent + step;
 	mdb_env_info(e->env, &info);
 	if (!e->in_reserve && info.me_mapsize > r.cap) {
-		if (map_resize(e, r.cap) == 0)
+		if (kv_map_resize(e, r.cap) == 0)
 			shrunk = 1;
 	}
 	return shrunk;
@@ -235,6 +229,7 @@ void kv_room_check(kv_env *e)
 {
 	MDB_envinfo info;
 
+	assert(kv_role_mine(e) && !e->w_txn);
 	mdb_env_info(e->env, &info);
 	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= e->room_next)
 		kv_room_update(e);
@@ -245,13 +240,14 @@ int kv_map_grow(kv_env *e)
 	uint64_t limit = atomic_load(e->in_reserve ? &e->room_hard : &e->room_cap), next;
 	MDB_envinfo info;
 
+	assert(kv_role_mine(e) && !e->w_txn);
 	mdb_env_info(e->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;
 	next = (uint64_t)info.me_mapsize * 2;
 	if (next > limit || e->in_reserve)
 		next = limit;
-	return map_resize(e, next);
+	return kv_map_resize(e, next);
 }
 
 void kv_room_close(kv_env *e)

@@ -37,12 +37,47 @@
  *     is empty and the role free, so kv_writer_stop() waits for a leader.
  *  6. A thread calling kv_write() holds no read txn (a map growth waits for
  *     every reader to finish).
+ *  7. The batch transaction (e->w_txn while open) is begun and ended by the
+ *     role alone, one at a time; the map grows, the room is measured again
+ *     and the role is let go only between batches.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "writer.h"
+
+#ifndef NDEBUG
+/* The env whose writer's role this thread holds (invariant 5), for
+ * assert() in debug builds. */
+static _Thread_local const kv_env *role_held;
+
+int kv_role_mine(const kv_env *e)
+{
+	return role_held == e || !e->writer_running;
+}
+#endif
+
+/* Take the writer's role (q_lock held; the role is free). */
+static void role_take(kv_env *e)
+{
+	assert(!e->w_busy);
+	e->w_busy = 1;
+#ifndef NDEBUG
+	role_held = e;
+#endif
+}
+
+/* Let go of the role this thread holds (q_lock held). */
+static void role_drop(kv_env *e)
+{
+	assert(e->w_busy && kv_role_mine(e) && !e->w_txn);
+	e->w_busy = 0;
+#ifndef NDEBUG
+	role_held = NULL;
+#endif
+}
 
 static void finish(struct kv_op *from, struct kv_op *to)
 {
@@ -52,17 +87,6 @@ static void finish(struct kv_op *from, struct kv_op *to)
 			from->done(from->arg, from->rc);
 		from = next;
 	}
-}
-
-static int store_super(kv_env *e, MDB_txn *parent)
-{
-	kv_txn t = {.env = e, .txn = parent, .write = 1};
-	struct kv_super s = e->super;
-	int rc;
-
-	s.next_ino = e->next_ino;
-	rc = kv_super_store(&t, &s);
-	return t.map_full ? MDB_MAP_FULL : rc;
 }
 
 enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL, STOP_FAILED };
@@ -79,11 +103,13 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 			       enum stop_reason *why)
 {
 	struct kv_op *op;
-	int rc = 0;
 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
 		kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, parent)};
+		int mrc = 0;
+
+		assert(op->apply);
 		if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE))) {
 			op->rc = -ENOSPC; /* the image is full but for the reserve */
 			if (flat) {
@@ -95,9 +121,9 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 		if (flat)
 			t.txn = parent;
 		else
-			rc = mdb_txn_begin(e->env, parent, 0, &t.txn);
-		if (rc) {
-			op->rc = kv_err(&t, rc, "begin op");
+			mrc = mdb_txn_begin(e->env, parent, 0, &t.txn);
+		if (mrc) {
+			op->rc = kv_err(&t, mrc, "begin op");
 		} else {
 			op->rc = op->apply(&t, op->arg);
 			kv_txn_close_cursors(&t);
@@ -107,9 +133,7 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 					return op;
 				}
 			} else if (op->rc == 0 && !t.map_full && !t.txn_full) {
-				rc = mdb_txn_commit(t.txn);
-				if (rc)
-					op->rc = kv_err(&t, rc, "commit op");
+				op->rc = kv_err(&t, mdb_txn_commit(t.txn), "commit op");
 			} else {
 				mdb_txn_abort(t.txn);
 			}
@@ -155,9 +179,9 @@ static void run_touch(kv_env *e)
  * commit freed are made to serve (run_touch) and the op is tried again;
  * then one that frees space (KV_OP_RESERVE) or replaces what it writes
  * (KV_OP_OVERWRITE) runs alone in the reserve, followed by a touch so that
- * what it freed serves the next change at once. Any other op fails: -ENOSPC, or -EFBIG when it is too large for one
- * transaction (txn_full). Calls op's done(): the caller reads op->next
- * before. */
+ * what it freed serves the next change at once. Any other op fails:
+ * -ENOSPC, or -EFBIG when it is too large for one transaction (txn_full).
+ * Calls op's done(): the caller reads op->next before. */
 static void run_short(kv_env *e, struct kv_op *op, int txn_full)
 {
 	op->next = NULL;
@@ -192,19 +216,200 @@ static void run_each(kv_env *e, struct kv_op *start, struct kv_op *stop)
 	}
 }
 
-/* A commit failed for want of room (MDB_MAP_FULL: the record of the freed
- * pages needs pages too; ENOSPC: the host filesystem is full): 1 when the
- * batch should be run again, because the map could grow, or because the
- * host filled up and the cap came down (once per batch), so that the ops
- * that do not fit under it fail alone or go to the reserve. */
-static int commit_short(kv_env *e, int rc, int *host_retried)
+/* What a commit was short of (commit_batch). */
+enum short_of {
+	SHORT_NONE,
+	SHORT_MAP,  /* MDB_MAP_FULL: the record of the freed pages needs pages too */
+	SHORT_HOST, /* the host filesystem is full, or the superblock did not fit */
+};
+
+/* Store the superblock if the inode counter moved, then commit parent (or
+ * abort it, when the store failed). 0; -ENOSPC with *why set when the map
+ * or the host filesystem was short of room; another negative errno. */
+static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 {
-	if (rc == MDB_MAP_FULL)
+	kv_txn t = {.env = e, .txn = parent, .write = 1};
+	uint64_t next_ino = e->next_ino, avail;
+	int mrc, rc = 0;
+
+	*why = SHORT_NONE;
+	assert(e->w_txn == parent);
+	if (next_ino != e->super.next_ino) {
+		struct kv_super s = e->super;
+
+		s.next_ino = next_ino;
+		rc = kv_super_store(&t, &s);
+	}
+	if (rc) {
+		mdb_txn_abort(parent);
+		e->w_txn = NULL;
+		if (t.map_full)
+			*why = SHORT_MAP;
+		else if (rc == -ENOSPC)
+			*why = SHORT_HOST;
+		return rc;
+	}
+	avail = kv_room_avail_in(e, parent);
+	mrc = mdb_txn_commit(parent);
+	e->w_txn = NULL;
+	if (mrc == 0) {
+		e->super.next_ino = next_ino;
+		atomic_store(&e->room_avail, avail);
+		return 0;
+	}
+	if (mrc == MDB_MAP_FULL)
+		*why = SHORT_MAP;
+	else if (mrc == ENOSPC || (mrc == EIO && kv_disk_full(e)))
+		*why = SHORT_HOST; /* LMDB says EIO for a short write */
+	else
+		return kv_err(NULL, mrc, "commit batch");
+	return -ENOSPC;
+}
+
+/* A commit was short of room: 1 when the batch should be run again, because
+ * the map could grow, or because the host filled up and the cap came down
+ * (once per batch), so that the ops that do not fit under it fail alone or
+ * go to the reserve. */
+static int commit_short(kv_env *e, enum short_of why, int *host_retried)
+{
+	if (why == SHORT_MAP)
 		return kv_map_grow(e) == 0;
 	if (*host_retried)
 		return 0;
 	*host_retried = 1;
 	return kv_room_update(e);
+}
+
+/* After the commit of the ops from start to stop: the role's accounts, the
+ * flusher's kick, the room, and the sync the ops asked for (the sync's
+ * error goes to the ops that asked). */
+static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
+{
+	struct kv_op *op;
+	int rc, sync = 0;
+
+	assert(kv_role_mine(e) && !e->w_txn);
+	e->touched = 0;
+	e->unsynced = e->durability != KV_DURABLE_FULL;
+	if (e->wb_bytes >= KV_FLUSH_KICK) {
+		/* at each multiple of 8 MiB, not 8 MiB after a kick */
+		e->wb_bytes -= KV_FLUSH_KICK;
+		kv_flusher_kick(e);
+	}
+	kv_room_check(e);
+	for (op = start; op != stop; op = op->next)
+		sync |= op->flags & KV_OP_SYNC;
+	if (!sync || e->durability == KV_DURABLE_FULL)
+		return;
+	rc = kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
+	if (rc) {
+		for (op = start; op != stop; op = op->next)
+			if ((op->flags & KV_OP_SYNC) && op->rc == 0)
+				op->rc = rc;
+	} else {
+		e->unsynced = 0;
+	}
+}
+
+/* How run_batch goes on: a replay is flat until it stopped short once, and
+ * the host filling up lowers the cap once per batch. */
+struct batch {
+	int flat;
+	int host_retried;
+};
+
+/* The flat try of the ops from start on stopped short (why) and was
+ * aborted: a lone op that failed is done (its rc says why); after a map
+ * growth the batch is replayed flat, else with a child txn per op. Returns
+ * the op to go on from (NULL: done). */
+static struct kv_op *flat_stopped(kv_env *e, struct kv_op *start, enum stop_reason why,
+				  struct batch *b)
+{
+	if (why == STOP_FAILED && !start->next) {
+		finish(start, NULL);
+		return NULL;
+	}
+	if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+		return start;
+	b->flat = 0;
+	for (struct kv_op *op = start; op; op = op->next)
+		op->rc = 0;
+	return start;
+}
+
+/* Commit the ops from start to stop, applied in parent (the op at stop
+ * needed more room, why), and tell them. Returns the op to go on from:
+ * start again for a replay, stop or the one after it. */
+static struct kv_op *commit_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
+				struct kv_op *stop, enum stop_reason why, struct batch *b)
+{
+	enum short_of short_of;
+	int rc = commit_batch(e, parent, &short_of);
+
+	if (short_of != SHORT_NONE) {
+		if (commit_short(e, short_of, &b->host_retried))
+			return start; /* replay from start */
+		if (start->next != stop)
+			run_each(e, start, stop);
+		else
+			run_short(e, start, 0);
+		b->flat = 0;
+		return stop;
+	}
+	if (rc) {
+		for (struct kv_op *op = start; op != stop; op = op->next)
+			if (op->rc == 0)
+				op->rc = rc;
+	} else {
+		after_commit(e, start, stop);
+	}
+	finish(start, stop);
+	if (stop && why == STOP_MAP_FULL && kv_map_grow(e) != 0) {
+		/* the op that needed room fails, or takes the reserve; the
+		 * rest go on */
+		struct kv_op *next = stop->next;
+		run_short(e, stop, 0);
+		stop = next;
+	}
+	return stop;
+}
+
+/* One try at the ops from start on, in a batch transaction. Returns the op
+ * to go on from (start again for a replay), NULL when all are done. */
+static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
+{
+	enum stop_reason why;
+	struct kv_op *stop, *op;
+	MDB_txn *parent;
+	int rc;
+
+	/* kv_int.h invariant 2: the role's alone, one batch at a time */
+	assert(kv_role_mine(e) && e->writer_running && !e->w_txn);
+	rc = kv_err(NULL, mdb_txn_begin(e->env, NULL, 0, &parent), "begin batch");
+	if (rc) {
+		for (op = start; op; op = op->next)
+			op->rc = rc;
+		finish(start, NULL);
+		return NULL;
+	}
+	e->w_txn = parent;
+	stop = apply_ops(e, parent, start, b->flat, &why);
+	if (b->flat && why != STOP_NONE) {
+		mdb_txn_abort(parent);
+		e->w_txn = NULL;
+		return flat_stopped(e, start, why, b);
+	}
+	if (stop == start) {
+		/* the first op alone does not fit */
+		mdb_txn_abort(parent);
+		e->w_txn = NULL;
+		if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+			return start;
+		stop = start->next;
+		run_short(e, start, why == STOP_TXN_FULL);
+		return stop;
+	}
+	return commit_ops(e, parent, start, stop, why, b);
 }
 
 /* Run a batch: flat first; when that stops short, abort, and grow the map
@@ -213,111 +418,10 @@ static int commit_short(kv_env *e, int rc, int *host_retried)
  * on a replay, as it may be (kv.h). */
 static void run_batch(kv_env *e, struct kv_op *start)
 {
-	int flat = 1, host_retried = 0;
+	struct batch b = {.flat = 1};
 
-	while (start) {
-		enum stop_reason why;
-		struct kv_op *stop, *op;
-		MDB_txn *parent;
-		int rc, sync = 0;
-
-		rc = mdb_txn_begin(e->env, NULL, 0, &parent);
-		if (rc) {
-			rc = kv_err(NULL, rc, "begin batch");
-			for (op = start; op; op = op->next)
-				op->rc = rc;
-			finish(start, NULL);
-			return;
-		}
-		stop = apply_ops(e, parent, start, flat, &why);
-		if (flat && why != STOP_NONE) {
-			mdb_txn_abort(parent);
-			if (why == STOP_FAILED && !start->next) {
-				finish(start, NULL); /* a lone op failed: its rc says why */
-				return;
-			}
-			if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
-				continue;
-			flat = 0;
-			for (op = start; op; op = op->next)
-				op->rc = 0;
-			continue;
-		}
-		if (stop == start) {
-			/* the first op alone does not fit */
-			mdb_txn_abort(parent);
-			if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
-				continue;
-			stop = start->next;
-			run_short(e, start, why == STOP_TXN_FULL);
-			start = stop;
-			continue;
-		}
-		uint64_t next_ino = e->next_ino, avail = 0;
-		rc = next_ino != e->super.next_ino ? store_super(e, parent) : 0;
-		if (rc == 0) {
-			avail = kv_room_avail_in(e, parent);
-			rc = mdb_txn_commit(parent);
-		} else {
-			mdb_txn_abort(parent);
-		}
-		if (rc == 0) {
-			e->super.next_ino = next_ino;
-			atomic_store(&e->room_avail, avail);
-		}
-		/* store_super gave an errno; LMDB codes are positive or below -30000 */
-		if (rc == EIO && kv_disk_full(e))
-			rc = ENOSPC; /* LMDB says EIO for a short write */
-		if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == -ENOSPC) {
-			if (commit_short(e, rc, &host_retried))
-				continue; /* replay from start */
-			if (start->next != stop)
-				run_each(e, start, stop);
-			else
-				run_short(e, start, 0);
-			start = stop;
-			flat = 0;
-			continue;
-		}
-		if (rc) {
-			if (rc > 0 || rc < -4095)
-				rc = kv_err(NULL, rc, "commit batch");
-			for (op = start; op != stop; op = op->next)
-				if (op->rc == 0)
-					op->rc = rc;
-		} else {
-			e->touched = 0;
-			e->unsynced = e->durability != KV_DURABLE_FULL;
-			if (e->wb_bytes >= KV_FLUSH_KICK) {
-				/* at each multiple of 8 MiB, not 8 MiB after a kick */
-				e->wb_bytes -= KV_FLUSH_KICK;
-				kv_flusher_kick(e);
-			}
-			kv_room_check(e);
-			for (op = start; op != stop; op = op->next)
-				sync |= op->flags & KV_OP_SYNC;
-			if (sync && e->durability != KV_DURABLE_FULL) {
-				rc = mdb_env_sync(e->env, 1);
-				if (rc) {
-					rc = kv_err(NULL, rc, "sync");
-					for (op = start; op != stop; op = op->next)
-						if ((op->flags & KV_OP_SYNC) && op->rc == 0)
-							op->rc = rc;
-				} else {
-					e->unsynced = 0;
-				}
-			}
-		}
-		finish(start, stop);
-		if (stop && why == STOP_MAP_FULL && kv_map_grow(e) != 0) {
-			/* the op that needed room fails, or takes the reserve; the
-			 * rest go on */
-			struct kv_op *next = stop->next;
-			run_short(e, stop, 0);
-			stop = next;
-		}
-		start = stop;
-	}
+	while (start)
+		start = batch_try(e, start, &b);
 }
 
 enum { W_NONE, W_SYNC, W_LAZY }; /* e->w_timed */
@@ -349,7 +453,7 @@ static int writer_needs_wake(kv_env *e)
 static void role_release(kv_env *e)
 {
 	pthread_mutex_lock(&e->q_lock);
-	e->w_busy = 0;
+	role_drop(e);
 	if (writer_needs_wake(e))
 		pthread_cond_signal(&e->q_cond);
 	pthread_mutex_unlock(&e->q_lock);
@@ -380,12 +484,12 @@ static void idle_sync(kv_env *e)
 {
 	if (e->w_busy || e->q_head || e->lazy_head || !e->unsynced)
 		return;
-	e->w_busy = 1;
+	role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
 	if (mdb_env_sync(e->env, 1) == 0)
 		e->unsynced = 0;
 	pthread_mutex_lock(&e->q_lock);
-	e->w_busy = 0;
+	role_drop(e);
 }
 
 /* Wait until there is a batch for the writer thread (1) or it should end
@@ -421,11 +525,11 @@ static void *writer_main(void *arg)
 	while (writer_wait(e)) {
 		struct kv_op *batch = take_queue(e);
 
-		e->w_busy = 1;
+		role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		pthread_mutex_lock(&e->q_lock);
-		e->w_busy = 0;
+		role_drop(e);
 	}
 	pthread_mutex_unlock(&e->q_lock);
 	return NULL;
@@ -561,6 +665,8 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 
 	if (e->readonly || !e->writer_running)
 		return -EROFS;
+	assert(!kv_reading(e)); /* invariant 6 */
+	assert(!kv_role_mine(e)); /* not from apply() or done(): the role is theirs */
 	pthread_mutex_lock(&e->q_lock);
 	if (!e->w_busy && !e->q_head && !e->q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
@@ -571,7 +677,7 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		op.done = NULL;
 		e->q_head = e->q_tail = &op; /* the queue was empty */
 		batch = take_queue(e);
-		e->w_busy = 1;
+		role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		role_release(e);

@@ -40,6 +40,7 @@
  *     remove and list serve every well-formed name an image holds, so one
  *     stored before the rule can still be read and removed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <sys/xattr.h>
 
@@ -80,15 +81,16 @@ int kv_xattr_get(kv_txn *t, uint64_t ino, const char *name, const void **val, si
 {
 	unsigned char kb[XKEY_MAX];
 	MDB_val k, v;
-	int rc = xattr_key(kb, ino, name, &k);
+	int mrc, rc = xattr_key(kb, ino, name, &k);
 
 	if (rc)
 		return rc;
-	rc = mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v);
-	if (rc == MDB_NOTFOUND)
+	assert(kv_txn_mine(t));
+	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v);
+	if (mrc == MDB_NOTFOUND)
 		return -ENODATA;
-	if (rc)
-		return kv_err(t, rc, "get xattr");
+	if (mrc)
+		return kv_err(t, mrc, "get xattr");
 	*val = v.mv_data;
 	*len = v.mv_size;
 	return 0;
@@ -112,12 +114,12 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
 	if (flags) {
-		rc = mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v);
-		if (rc && rc != MDB_NOTFOUND)
-			return kv_err(t, rc, "get xattr");
+		rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v), "get xattr");
+		if (rc && rc != -ENOENT)
+			return rc;
 		if ((flags & XATTR_CREATE) && rc == 0)
 			return -EEXIST;
-		if ((flags & XATTR_REPLACE) && rc == MDB_NOTFOUND)
+		if ((flags & XATTR_REPLACE) && rc == -ENOENT)
 			return -ENODATA;
 	}
 	v = (MDB_val){len, (void *)val};
@@ -134,10 +136,8 @@ int kv_xattr_remove(kv_txn *t, uint64_t ino, const char *name)
 		return rc;
 	if (!t->write)
 		return -EROFS;
-	rc = mdb_del(t->txn, t->env->dbi[KV_DB_XATTR], &k, NULL);
-	if (rc == MDB_NOTFOUND)
-		return -ENODATA;
-	return kv_err(t, rc, "delete xattr");
+	rc = kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_XATTR], &k, NULL), "delete xattr");
+	return rc == -ENOENT ? -ENODATA : rc;
 }
 
 ssize_t kv_xattr_list(kv_txn *t, uint64_t ino, char *buf, size_t size)
@@ -146,15 +146,15 @@ ssize_t kv_xattr_list(kv_txn *t, uint64_t ino, char *buf, size_t size)
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t need = 0;
-	int rc;
+	int mrc, rc;
 
 	c = kv_cursor(t, KV_DB_XATTR, &rc);
 	if (!c)
 		return rc;
 	kv_put_be64(kb, ino);
 	k = (MDB_val){8, kb};
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		size_t n;
 
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
@@ -172,7 +172,7 @@ ssize_t kv_xattr_list(kv_txn *t, uint64_t ino, char *buf, size_t size)
 		}
 		need += n + 1;
 	}
-	if (rc && rc != MDB_NOTFOUND)
-		return kv_err(t, rc, "list xattrs");
+	if (mrc && mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "list xattrs");
 	return (ssize_t)need;
 }

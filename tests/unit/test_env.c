@@ -4,8 +4,10 @@
  * kv_open (foreign, empty, truncated, newer or incompatible images; a second
  * read-write open) which leave the file as it was, the wait for a lock
  * holder on its way out, a map at its maximum
- * (-ENOSPC, nothing lost), and the recycling of per-thread read
- * transactions across many calls and many short-lived threads.
+ * (-ENOSPC, nothing lost), the recycling of per-thread read
+ * transactions across many calls and many short-lived threads, and the
+ * debug builds' checks that a read transaction is used only by its thread
+ * while it is active.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -719,6 +721,67 @@ static void read_recycle(void **state)
 	assert_int_equal(tu_mkfile(e, KV_ROOT_INO, "after", 0100644, &ino), 0);
 }
 
+/* ------------------------------------------------ invariant checks -- */
+
+#ifndef NDEBUG
+static void read_after_end(kv_env *e)
+{
+	struct kv_inode in;
+	kv_txn *t;
+
+	if (kv_read_begin(e, &t) == 0) {
+		kv_read_end(t);
+		kv_inode_get(t, KV_ROOT_INO, &in);
+	}
+}
+
+static void read_nested(kv_env *e)
+{
+	kv_txn *t, *u;
+
+	if (kv_read_begin(e, &t) == 0)
+		kv_read_begin(e, &u);
+}
+
+static void *get_root(void *arg)
+{
+	struct kv_inode in;
+
+	kv_inode_get(arg, KV_ROOT_INO, &in);
+	return NULL;
+}
+
+static void read_on_other_thread(kv_env *e)
+{
+	pthread_t th;
+	kv_txn *t;
+
+	if (kv_read_begin(e, &t) == 0 && pthread_create(&th, NULL, get_root, t) == 0)
+		pthread_join(th, NULL);
+}
+
+/* Debug and sanitizer builds check kv_int.h's invariant 4 with assert: a
+ * read transaction used after kv_read_end, begun twice on one thread, or
+ * used by another thread aborts there, naming the check. Release builds
+ * compile the checks out. */
+static void read_invariants_checked(void **state)
+{
+	struct tu_image *im = image_of(state);
+
+	tu_image_close(im);
+	assert_int_equal(tu_aborts(im, read_after_end, "kv_txn_mine(t)"), 1);
+	assert_int_equal(tu_aborts(im, read_nested, "!r->active"), 1);
+	assert_int_equal(tu_aborts(im, read_on_other_thread, "kv_txn_mine(t)"), 1);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+}
+#else
+static void read_invariants_checked(void **state)
+{
+	(void)state;
+	skip(); /* NDEBUG: the checks are compiled out */
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -736,6 +799,7 @@ int main(void)
 	                                        tu_teardown),
 	        cmocka_unit_test_setup_teardown(map_full, closed_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(read_recycle, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(read_invariants_checked, tu_setup, tu_teardown),
 	};
 
 	return cmocka_run_group_tests_name("env", tests, NULL, NULL);

@@ -1,15 +1,19 @@
 /*
- * test_format.c - kv/format.c: superblock and inode record encode/decode
- * (byte positions from docs/FORMAT.md), the decoders' refusals (newer
- * version, bad magic, short or out-of-range records), the big- and
- * little-endian helpers of kv_int.h, the LMDB-to-errno mapping, the name
+ * test_format.c - kv/codec.c, kv/hash.c and kv/err.c: superblock and inode
+ * record encode/decode (byte positions from docs/FORMAT.md), the decoders'
+ * refusals (newer version, bad magic, short or out-of-range records), the
+ * big- and little-endian helpers of kv_int.h, the LMDB-to-errno mapping and
+ * its log lines, the dirent type of a mode, the keys of every database
+ * (kv_key_decode, kv_key_encode), the check of a block's value, the name
  * hash and the block checksum.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +253,174 @@ static void error_mapping(void **state)
 	assert_int_equal(kv_err(NULL, ENOSPC, "t"), -ENOSPC);
 	assert_int_equal(kv_err(NULL, EACCES, "t"), -EACCES);
 	assert_int_equal(kv_err(NULL, EINVAL, "t"), -EIO);
+	/* what kv_open says of a file LMDB refuses: the one mapping holds it */
+	assert_int_equal(kv_err(NULL, MDB_INVALID, "t"), -EINVAL);
+	assert_int_equal(kv_err(NULL, MDB_VERSION_MISMATCH, "t"), -EPROTONOSUPPORT);
+}
+
+static char logged[4][256];
+static int nlogged;
+
+static void log_to_array(const char *line)
+{
+	if (nlogged < 4)
+		snprintf(logged[nlogged], sizeof(logged[0]), "%s", line);
+	nlogged++;
+}
+
+/* kv_err logs what the errno hides, once, as "what: reason"; a caller that
+ * reports the failure itself (what NULL: kv_open, kv_mkfs, kv_backup put it
+ * in their message) gets no log line. */
+static void error_logging(void **state)
+{
+	(void)state;
+	nlogged = 0;
+	kv_set_log(log_to_array);
+	assert_int_equal(kv_err(NULL, MDB_NOTFOUND, "get"), -ENOENT);
+	assert_int_equal(kv_err(NULL, MDB_MAP_FULL, "put"), -ENOSPC);
+	assert_int_equal(nlogged, 0); /* the errno says it all */
+	assert_int_equal(kv_err(NULL, MDB_CORRUPTED, "get inode"), -EIO);
+	assert_int_equal(nlogged, 1);
+	assert_string_equal(logged[0], "get inode: MDB_CORRUPTED: Located page was wrong type");
+	assert_int_equal(kv_err(NULL, MDB_READERS_FULL, "begin read"), -EAGAIN);
+	assert_int_equal(nlogged, 2);
+	assert_string_equal(logged[1], "begin read: reader table full");
+	assert_int_equal(kv_err(NULL, MDB_CORRUPTED, NULL), -EIO);
+	assert_int_equal(kv_err(NULL, MDB_READERS_FULL, NULL), -EAGAIN);
+	assert_int_equal(nlogged, 2);
+	kv_set_log(NULL);
+}
+
+/* The DT_* type of every file type, as readdir(3) reports it. */
+static void dirent_types(void **state)
+{
+	static const struct {
+		uint32_t mode;
+		uint8_t dt;
+	} types[] = {
+	        {S_IFREG | 0644, DT_REG}, {S_IFDIR | 0755, DT_DIR},  {S_IFLNK | 0777, DT_LNK},
+	        {S_IFCHR | 0600, DT_CHR}, {S_IFBLK | 0600, DT_BLK},  {S_IFIFO | 0600, DT_FIFO},
+	        {S_IFSOCK | 0600, DT_SOCK}, {S_IFREG | 07777, DT_REG}, {0, DT_UNKNOWN},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		assert_int_equal(kv_dirent_type(types[i].mode), types[i].dt);
+}
+
+/* Keys of every database taken apart and put together again, at the byte
+ * positions of docs/FORMAT.md; keys of the wrong shape refused with the
+ * parts they hold. */
+static void key_codec(void **state)
+{
+	unsigned char k[KV_KEY_MAX], again[KV_KEY_MAX];
+	struct kv_key key;
+
+	(void)state;
+	/* meta: any name; the superblock's is "super" */
+	assert_int_equal(kv_key_decode(KV_DB_META, "super", 5, &key), 0);
+	assert_true(key.super);
+	assert_int_equal(key.namelen, 5);
+	assert_int_equal(kv_key_encode(KV_DB_META, &(struct kv_key){.super = 1}, k), 5);
+	assert_memory_equal(k, "super", 5);
+	assert_int_equal(kv_key_decode(KV_DB_META, "superb", 6, &key), 0);
+	assert_false(key.super);
+	assert_memory_equal(key.name, "superb", 6);
+	assert_int_equal(kv_key_decode(KV_DB_META, "supe", 4, &key), 0);
+	assert_false(key.super);
+	assert_int_equal(kv_key_encode(KV_DB_META, &key, k), 4);
+	assert_memory_equal(k, "supe", 4);
+
+	/* inode and orphan: the ino, big-endian */
+	for (int i = 0; i < 2; i++) {
+		enum kv_db db = i ? KV_DB_ORPHAN : KV_DB_INODE;
+
+		assert_int_equal(kv_key_encode(db, &(struct kv_key){.ino = 0x0102030405060708ULL}, k),
+				 8);
+		assert_memory_equal(k, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+		assert_int_equal(kv_key_decode(db, k, 8, &key), 0);
+		assert_true(key.ino == 0x0102030405060708ULL);
+		assert_true(key.idx == 0 && key.hash == 0 && key.name == NULL);
+		assert_int_equal(kv_key_decode(db, k, 9, &key), -EIO);
+		assert_true(key.ino == 0x0102030405060708ULL); /* still told */
+		assert_int_equal(kv_key_decode(db, k, 7, &key), -EIO);
+		assert_true(key.ino == 0);
+	}
+
+	/* dirent: directory, then the name hash */
+	memset(k, 0, sizeof(k));
+	assert_int_equal(kv_key_encode(KV_DB_DIRENT,
+				       &(struct kv_key){.ino = 5, .hash = kv_dirent_hash("a", 1)}, k),
+			 16);
+	assert_int_equal(k[7], 5);
+	assert_int_equal(kv_key_decode(KV_DB_DIRENT, k, 16, &key), 0);
+	assert_true(key.ino == 5 && key.hash == kv_dirent_hash("a", 1) && key.idx == 0);
+	assert_true(key.hash == kv_get_be64(k + 8));
+	assert_int_equal(kv_key_decode(KV_DB_DIRENT, k, 15, &key), -EIO);
+	assert_true(key.ino == 5);
+	assert_int_equal(kv_key_decode(KV_DB_DIRENT, k, 17, &key), -EIO);
+
+	/* data: ino, then the block index */
+	assert_int_equal(kv_key_encode(KV_DB_DATA, &(struct kv_key){.ino = 9, .idx = 258}, k), 16);
+	assert_memory_equal(k, "\0\0\0\0\0\0\0\x09\0\0\0\0\0\0\x01\x02", 16);
+	assert_int_equal(kv_key_decode(KV_DB_DATA, k, 16, &key), 0);
+	assert_true(key.ino == 9 && key.idx == 258 && key.hash == 0);
+	assert_int_equal(kv_key_decode(KV_DB_DATA, k, 11, &key), -EIO);
+	assert_true(key.ino == 9 && key.idx == 0);
+
+	/* xattr: ino, then the whole name */
+	assert_int_equal(kv_key_encode(KV_DB_XATTR,
+				       &(struct kv_key){.ino = 9, .name = "user.x", .namelen = 6}, k),
+			 14);
+	assert_memory_equal(k + 7, "\x09user.x", 7);
+	assert_int_equal(kv_key_decode(KV_DB_XATTR, k, 14, &key), 0);
+	assert_true(key.ino == 9);
+	assert_int_equal(key.namelen, 6);
+	assert_ptr_equal(key.name, (const char *)k + 8); /* into the key */
+	assert_int_equal(kv_key_encode(KV_DB_XATTR, &key, again), 14);
+	assert_memory_equal(again, k, 14);
+	assert_int_equal(kv_key_decode(KV_DB_XATTR, k, 8, &key), -EIO); /* no name */
+	assert_true(key.ino == 9);
+	assert_int_equal(key.namelen, 0);
+
+	assert_int_equal(kv_key_decode(KV_NDB, k, 8, &key), -EINVAL);
+
+	/* the prefix of an inode's keys sorts before each of them */
+	assert_int_equal(kv_key_prefix(9, again), 8);
+	assert_memory_equal(again, k, 8);
+}
+
+/* A data block's value: bytes, then their checksum seeded by the key. On a
+ * refusal the length still says what the value holds (dump prints it). */
+static void block_values(void **state)
+{
+	kv_env e = {.super.block_size = 1024};
+	unsigned char val[1024 + 8 + 1];
+	size_t len = 12345;
+
+	(void)state;
+	tu_fill(val, 100, 5);
+	kv_put_le64(val + 100, kv_block_csum(7, 3, val, 100));
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 108, &len), 0);
+	assert_int_equal(len, 100);
+	assert_int_equal(kv_check_block(&e, 7, 4, val, 108, &len), -EIO); /* another place */
+	assert_int_equal(len, 100);
+	val[0] ^= 1;
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 108, &len), -EIO);
+	assert_int_equal(len, 100);
+	len = 12345;
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 8, &len), -EIO); /* no data */
+	assert_int_equal(len, 0);
+	len = 12345;
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 3, &len), -EIO);
+	assert_int_equal(len, 0);
+	tu_fill(val, 1024, 6);
+	kv_put_le64(val + 1024, kv_block_csum(7, 3, val, 1024));
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 1032, &len), 0);
+	assert_int_equal(len, 1024);
+	len = 12345;
+	assert_int_equal(kv_check_block(&e, 7, 3, val, 1033, &len), -EIO); /* over the size */
+	assert_int_equal(len, 1025);
 }
 
 static void name_hash_and_checksum(void **state)
@@ -281,7 +453,10 @@ int main(void)
 	        cmocka_unit_test(super_round_trip), cmocka_unit_test(super_short_label),
 	        cmocka_unit_test(super_refusals),   cmocka_unit_test(inode_round_trip),
 	        cmocka_unit_test(inode_refusals),   cmocka_unit_test(endian_helpers),
-	        cmocka_unit_test(error_mapping),    cmocka_unit_test(name_hash_and_checksum),
+	        cmocka_unit_test(error_mapping),    cmocka_unit_test(error_logging),
+	        cmocka_unit_test(dirent_types),     cmocka_unit_test(key_codec),
+	        cmocka_unit_test(block_values),
+	        cmocka_unit_test(name_hash_and_checksum),
 	};
 
 	return cmocka_run_group_tests_name("format", tests, NULL, NULL);

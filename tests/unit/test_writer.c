@@ -840,6 +840,67 @@ static void inline_data_survives_page_changes(void **state)
 	kv_read_end(t);
 }
 
+/* ------------------------------------------------ invariant checks -- */
+
+#ifndef NDEBUG
+static int apply_noop(kv_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	return 0;
+}
+
+static void write_holding_read(kv_env *e)
+{
+	kv_txn *t;
+
+	if (kv_read_begin(e, &t) == 0)
+		kv_write(e, apply_noop, NULL, 0);
+}
+
+static int apply_write(kv_txn *t, void *arg)
+{
+	(void)arg;
+	return kv_write(t->env, apply_noop, NULL, 0);
+}
+
+static void write_inside_apply(kv_env *e)
+{
+	kv_write(e, apply_write, NULL, 0);
+}
+
+static void alloc_off_role(kv_env *e)
+{
+	kv_txn t = {.env = e, .write = 1}; /* a write txn nobody's role holds */
+	uint64_t ino;
+
+	kv_ino_alloc(&t, &ino);
+}
+
+/* Debug and sanitizer builds check the writer's invariants with assert: a
+ * kv_write from a thread holding a read txn (writer.c 6: it would wait for a
+ * map growth that waits for it), from inside an apply() (it would wait for
+ * the role its own thread holds: a deadlock), and a write-txn function used
+ * off the writer's role (kv_int.h 2: a race for the inode counter) abort
+ * there, naming the check. Release builds compile the checks out. */
+static void invariants_checked(void **state)
+{
+	struct tu_image *im = *state;
+
+	tu_image_close(im);
+	assert_int_equal(tu_aborts(im, write_holding_read, "!kv_reading(e)"), 1);
+	assert_int_equal(tu_aborts(im, write_inside_apply, "!kv_role_mine(e)"), 1);
+	assert_int_equal(tu_aborts(im, alloc_off_role, "kv_role_mine(t->env)"), 1);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+}
+#else
+static void invariants_checked(void **state)
+{
+	(void)state;
+	skip(); /* NDEBUG: the checks are compiled out */
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -862,6 +923,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(lazy_runs_alone, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(inline_data_survives_page_changes, tu_setup,
 	                                        tu_teardown),
+	        cmocka_unit_test_setup_teardown(invariants_checked, tu_setup, tu_teardown),
 	};
 
 	return cmocka_run_group_tests_name("writer", tests, NULL, NULL);

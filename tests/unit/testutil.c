@@ -5,10 +5,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lmdb.h>
@@ -76,6 +78,50 @@ char *tu_image_file(const struct tu_image *im, const char *name, char *buf)
 	if (snprintf(buf, PATH_MAX, "%s/%s", im->dir, name) >= PATH_MAX)
 		buf[0] = '\0'; /* too long: no such file */
 	return buf;
+}
+
+int tu_aborts(struct tu_image *im, void (*fn)(kv_env *env), const char *expect)
+{
+	static const struct kv_open_opts o = {.durability = KV_DURABLE_NONE};
+	char log[PATH_MAX], err[512];
+	unsigned char *said;
+	size_t len;
+	int fd, status, found;
+	pid_t pid;
+
+	fd = open(tu_image_file(im, "abort.log", log), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(fd);
+		return -errno;
+	}
+	if (pid == 0) {
+		kv_env *e;
+
+		signal(SIGABRT, SIG_DFL);
+		alarm(20); /* a check missing may leave a deadlock instead */
+		dup2(fd, STDERR_FILENO);
+		/* an open of its own: no writer thread is inherited half-way */
+		if (kv_open(im->path, &o, &e, err, sizeof(err)) != 0) {
+			fprintf(stderr, "kv_open: %s\n", err);
+			_exit(2);
+		}
+		fn(e);
+		_exit(0);
+	}
+	close(fd);
+	if (waitpid(pid, &status, 0) != pid)
+		return -errno;
+	said = tu_slurp(log, &len);
+	found = said && memmem(said, len, expect, strlen(expect)) != NULL;
+	if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && found) && said)
+		fwrite(said, 1, len, stderr);
+	free(said);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && found;
 }
 
 int tu_setup(void **state)

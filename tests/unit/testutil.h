@@ -32,6 +32,14 @@ void tu_image_free(struct tu_image *im);
 /* dir/name into buf (PATH_MAX bytes); returns buf. */
 char *tu_image_file(const struct tu_image *im, const char *name, char *buf);
 
+/* Run fn on a read-write open of the (closed) image im in a child process,
+ * its stderr into im's directory: 1 when the child died of SIGABRT with
+ * expect in what it printed (a failed assert() naming it), 0 when fn
+ * returned or the child died otherwise (its stderr is copied to ours),
+ * a negative errno when the child could not run. For the invariant checks
+ * of debug builds. */
+int tu_aborts(struct tu_image *im, void (*fn)(kv_env *env), const char *expect);
+
 /* cmocka group fixtures: *state becomes an open struct tu_image. */
 int tu_setup(void **state);
 int tu_teardown(void **state);

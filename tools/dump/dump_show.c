@@ -237,13 +237,14 @@ static int inode_names(struct dump *d, uint64_t ino)
 		return rc;
 	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
 		struct kv_dirent de;
+		struct kv_key key;
 		size_t off = 0;
 		uint8_t slot;
 
-		if (kl != 16)
+		if (kv_key_decode(KV_DB_DIRENT, k, kl, &key))
 			continue; /* keys reports it */
 		while (kv_decode_dirent(v, vl, &off, &de, &slot) == 0) {
-			uint64_t dir = kv_key_u64(k);
+			uint64_t dir = key.ino;
 			if (de.ino != ino)
 				continue;
 			count++;
@@ -263,7 +264,7 @@ static int inode_names(struct dump *d, uint64_t ino)
 static int inode_blocks(struct dump *d, const struct kv_inode *in)
 {
 	uint32_t bs = kv_block_size(d->env);
-	unsigned char key[8];
+	unsigned char pfx[8];
 	const void *k, *v;
 	size_t kl, vl, len;
 	uint64_t count = 0, bad = 0;
@@ -273,18 +274,19 @@ static int inode_blocks(struct dump *d, const struct kv_inode *in)
 	rc = kv_iter_open(d->t, KV_DB_DATA, &it);
 	if (rc)
 		return rc;
-	kv_key_put_u64(key, in->ino);
-	rc = kv_iter_seek(it, key, sizeof(key));
+	rc = kv_iter_seek(it, pfx, kv_key_prefix(in->ino, pfx));
 	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		uint64_t idx;
-		if (kl < 8 || kv_key_u64(k) != in->ino)
+		struct kv_key key;
+		int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
+		uint64_t idx = malformed ? UINT64_MAX : key.idx;
+
+		if (key.ino != in->ino)
 			break;
-		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
 		count++;
-		if (kl != 16 || kv_check_block(d->env, in->ino, idx, v, vl, &len)) {
+		if (kv_check_block(d->env, in->ino, idx, v, vl, &len) || malformed) {
 			bad++;
 			printf("block:          %llu length %zu BAD\n", (unsigned long long)idx,
-			       vl > 8 ? vl - 8 : 0);
+			       len);
 			dump_error(d, "inode %llu block %llu: bad length or checksum",
 				   (unsigned long long)in->ino, (unsigned long long)idx);
 			continue;
@@ -300,7 +302,7 @@ static int inode_blocks(struct dump *d, const struct kv_inode *in)
 
 static int inode_xattrs(struct dump *d, uint64_t ino)
 {
-	unsigned char key[8];
+	unsigned char pfx[8];
 	const void *k, *v;
 	size_t kl, vl;
 	uint64_t count = 0;
@@ -310,14 +312,16 @@ static int inode_xattrs(struct dump *d, uint64_t ino)
 	rc = kv_iter_open(d->t, KV_DB_XATTR, &it);
 	if (rc)
 		return rc;
-	kv_key_put_u64(key, ino);
-	rc = kv_iter_seek(it, key, sizeof(key));
+	rc = kv_iter_seek(it, pfx, kv_key_prefix(ino, pfx));
 	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		if (kl < 8 || kv_key_u64(k) != ino)
+		struct kv_key key;
+
+		kv_key_decode(KV_DB_XATTR, k, kl, &key); /* a name or none: shown */
+		if (key.ino != ino)
 			break;
 		count++;
 		printf("xattr:          ");
-		cli_put_escaped(stdout, (const char *)k + 8, kl - 8);
+		cli_put_escaped(stdout, key.name, key.namelen);
 		printf(" (%zu bytes) \"", vl);
 		cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
 		printf(vl > 256 ? "\"...\n" : "\"\n");
@@ -415,9 +419,11 @@ static void malformed(struct dump *d, enum kv_db db, const void *k, size_t kl, s
 static void key_meta(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
 	struct kv_super s;
+	struct kv_key key;
 	char uuid[37];
 
-	if (kl == 5 && memcmp(k, "super", 5) == 0 && kv_decode_super(v, vl, &s) == 0) {
+	kv_key_decode(KV_DB_META, k, kl, &key); /* every name is a meta key */
+	if (key.super && kv_decode_super(v, vl, &s) == 0) {
 		cli_format_uuid(s.uuid, uuid);
 		printf("super version %u block_size %u compat %#llx ro_compat %#llx incompat "
 		       "%#llx uuid %s next_ino %llu created %lld label '",
@@ -429,7 +435,7 @@ static void key_meta(struct dump *d, const void *k, size_t kl, const void *v, si
 		printf("' (%zu bytes)\n", vl);
 		return;
 	}
-	if (kl == 5 && memcmp(k, "super", 5) == 0) {
+	if (key.super) {
 		malformed(d, KV_DB_META, k, kl, vl);
 		return;
 	}
@@ -442,8 +448,9 @@ static void key_meta(struct dump *d, const void *k, size_t kl, const void *v, si
 static void key_inode(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
 	struct kv_inode in;
+	struct kv_key key;
 
-	if (kl != 8 || kv_decode_inode(kv_key_u64(k), v, vl, &in)) {
+	if (kv_key_decode(KV_DB_INODE, k, kl, &key) || kv_decode_inode(key.ino, v, vl, &in)) {
 		malformed(d, KV_DB_INODE, k, kl, vl);
 		return;
 	}
@@ -465,21 +472,20 @@ static void key_inode(struct dump *d, const void *k, size_t kl, const void *v, s
 static void key_dirent(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
 	struct kv_dirent de;
+	struct kv_key key;
 	size_t off = 0;
 	uint8_t slot;
 	int rc;
 
-	if (kl != 16) {
+	if (kv_key_decode(KV_DB_DIRENT, k, kl, &key)) {
 		malformed(d, KV_DB_DIRENT, k, kl, vl);
 		return;
 	}
 	while ((rc = kv_decode_dirent(v, vl, &off, &de, &slot)) == 0) {
-		uint64_t h = kv_key_u64((const char *)k + 8);
-		printf("%llu %#llx slot %u type %u ino %llu name '",
-		       (unsigned long long)kv_key_u64(k), (unsigned long long)h, slot, de.type,
-		       (unsigned long long)de.ino);
+		printf("%llu %#llx slot %u type %u ino %llu name '", (unsigned long long)key.ino,
+		       (unsigned long long)key.hash, slot, de.type, (unsigned long long)de.ino);
 		cli_put_escaped(stdout, de.name, de.namelen);
-		printf("'%s\n", kv_dirent_hash(de.name, de.namelen) == h ? "" : " BAD hash");
+		printf("'%s\n", kv_dirent_hash(de.name, de.namelen) == key.hash ? "" : " BAD hash");
 	}
 	if (rc < 0 || off == 0)
 		malformed(d, KV_DB_DIRENT, k, kl, vl);
@@ -487,34 +493,37 @@ static void key_dirent(struct dump *d, const void *k, size_t kl, const void *v, 
 
 static void key_data(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
-	uint64_t ino, idx;
-	size_t len;
+	unsigned long long ino, idx;
+	struct kv_key key;
+	size_t len = 0;
+	int rc = kv_key_decode(KV_DB_DATA, k, kl, &key);
 
-	if (kl != 16 || vl <= 8) {
+	if (rc == 0)
+		rc = kv_check_block(d->env, key.ino, key.idx, v, vl, &len);
+	if (rc && len == 0) { /* a key, or a value too short for its checksum */
 		malformed(d, KV_DB_DATA, k, kl, vl);
 		return;
 	}
-	ino = kv_key_u64(k);
-	idx = kv_key_u64((const char *)k + 8);
-	if (kv_check_block(d->env, ino, idx, v, vl, &len) == 0) {
-		printf("%llu %llu length %zu ok\n", (unsigned long long)ino,
-		       (unsigned long long)idx, len);
+	ino = key.ino;
+	idx = key.idx;
+	if (rc == 0) {
+		printf("%llu %llu length %zu ok\n", ino, idx, len);
 		return;
 	}
-	printf("%llu %llu length %zu BAD\n", (unsigned long long)ino, (unsigned long long)idx,
-	       vl - 8);
-	dump_error(d, "inode %llu block %llu: bad length or checksum", (unsigned long long)ino,
-		   (unsigned long long)idx);
+	printf("%llu %llu length %zu BAD\n", ino, idx, len);
+	dump_error(d, "inode %llu block %llu: bad length or checksum", ino, idx);
 }
 
 static void key_xattr(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
-	if (kl <= 8) {
+	struct kv_key key;
+
+	if (kv_key_decode(KV_DB_XATTR, k, kl, &key)) {
 		malformed(d, KV_DB_XATTR, k, kl, vl);
 		return;
 	}
-	printf("%llu ", (unsigned long long)kv_key_u64(k));
-	cli_put_escaped(stdout, (const char *)k + 8, kl - 8);
+	printf("%llu ", (unsigned long long)key.ino);
+	cli_put_escaped(stdout, key.name, key.namelen);
 	printf(" length %zu \"", vl);
 	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
 	printf(vl > 256 ? "\"...\n" : "\"\n");
@@ -522,12 +531,14 @@ static void key_xattr(struct dump *d, const void *k, size_t kl, const void *v, s
 
 static void key_orphan(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
+	struct kv_key key;
+
 	(void)v;
-	if (kl != 8 || vl != 0) {
+	if (kv_key_decode(KV_DB_ORPHAN, k, kl, &key) || vl != 0) {
 		malformed(d, KV_DB_ORPHAN, k, kl, vl);
 		return;
 	}
-	printf("%llu\n", (unsigned long long)kv_key_u64(k));
+	printf("%llu\n", (unsigned long long)key.ino);
 }
 
 int dump_keys(struct dump *d, const struct dump_args *a)

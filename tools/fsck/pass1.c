@@ -21,8 +21,6 @@
 #include "cli.h"
 #include "fsck.h"
 
-#define SUPER_KEY "super"
-
 int fsck_pass1(struct fsck *f)
 {
 	const void *k, *v;
@@ -34,8 +32,10 @@ int fsck_pass1(struct fsck *f)
 	if (rc)
 		return rc;
 	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+		struct kv_key key;
+
 		fsck_tick(f, 1);
-		if (kl == strlen(SUPER_KEY) && memcmp(k, SUPER_KEY, kl) == 0) {
+		if (kv_key_decode(KV_DB_META, k, kl, &key) == 0 && key.super) {
 			rc = kv_decode_super(v, vl, &f->sb);
 			if (rc)
 				break; /* kv_open read it fine: the image changed under us */
