@@ -24,7 +24,6 @@
 
 #include "fs.h"
 
-#define DT_OF(mode) ((uint8_t)(((mode) & S_IFMT) >> 12))
 #define NLINK_MAX 0xfffffffeU
 #define NGROUPS_KEEP 64
 
@@ -172,7 +171,7 @@ static int apply_mknod(kv_txn *t, void *arg)
 	}
 	rc = kv_inode_put(t, &in);
 	if (!rc)
-		rc = kv_dirent_add(t, a->parent, a->name, a->len, in.ino, DT_OF(in.mode));
+		rc = kv_dirent_add(t, a->parent, a->name, a->len, in.ino, kv_dirent_type(in.mode));
 	if (rc)
 		return rc;
 	dir.size++;
@@ -262,7 +261,7 @@ static int apply_link(kv_txn *t, void *arg)
 		return -EMLINK;
 	rc = get_dir(t, a->parent, &dir);
 	if (!rc)
-		rc = kv_dirent_add(t, a->parent, a->name, a->len, in->ino, DT_OF(in->mode));
+		rc = kv_dirent_add(t, a->parent, a->name, a->len, in->ino, kv_dirent_type(in->mode));
 	if (rc)
 		return rc;
 	in->nlink++;
@@ -481,10 +480,10 @@ static int rename_exchange(kv_txn *t, struct rename_args *a, struct kv_inode *p,
 		if (rc)
 			return rc < 0 ? rc : -EINVAL;
 	}
-	rc = kv_dirent_replace(t, a->parent, a->name, a->len, d->ino, DT_OF(d->mode));
+	rc = kv_dirent_replace(t, a->parent, a->name, a->len, d->ino, kv_dirent_type(d->mode));
 	if (!rc)
 		rc = kv_dirent_replace(t, a->newparent, a->newname, a->newlen, s->ino,
-				       DT_OF(s->mode));
+				       kv_dirent_type(s->mode));
 	if (rc)
 		return rc;
 	if (a->parent != a->newparent) {
@@ -516,7 +515,7 @@ static int rename_replace(kv_txn *t, struct rename_args *a, struct kv_inode *np,
 		return -EISDIR;
 	if (S_ISDIR(d->mode) && d->size > 0)
 		return -ENOTEMPTY;
-	rc = kv_dirent_replace(t, a->newparent, a->newname, a->newlen, s->ino, DT_OF(s->mode));
+	rc = kv_dirent_replace(t, a->newparent, a->newname, a->newlen, s->ino, kv_dirent_type(s->mode));
 	if (rc)
 		return rc;
 	if (S_ISDIR(d->mode)) {
@@ -571,7 +570,7 @@ static int apply_rename(kv_txn *t, void *arg)
 		if (exists)
 			rc = rename_replace(t, a, np, &s, &d);
 		else if ((rc = kv_dirent_add(t, a->newparent, a->newname, a->newlen, s.ino,
-					     DT_OF(s.mode))) == 0)
+					     kv_dirent_type(s.mode))) == 0)
 			np->size++;
 		if (!rc)
 			rc = kv_dirent_remove(t, a->parent, a->name, a->len);

@@ -290,7 +290,6 @@ static inline struct fdir *fino_dir(struct fsck *f, const struct fino *i)
 	return i->dir == NO_DIR ? NULL : &f->dirs[i->dir];
 }
 /* DT_* of a mode: (mode & S_IFMT) >> 12. */
-#define DT_OF(mode) ((uint8_t)(((mode) & 0170000) >> 12))
 
 /* ---- a pass's walk of one database (repair.c) ---- */
 

@@ -159,7 +159,7 @@ static int name_dir(struct p3 *w, struct fino *pfi, struct fino *c, struct pctx 
 			if (!x)
 				return -ENOMEM;
 			x->u.link.dir = old;
-			x->u.link.type = DT_OF(S_IFDIR);
+			x->u.link.type = kv_dirent_type(S_IFDIR);
 			/* the unlink also adjusts the stored size and link count */
 			od->entries++;
 			od->subdirs++;
@@ -215,12 +215,12 @@ valid:
 		if (note_pr(w, pr))
 			return -ENOMEM;
 	}
-	if (!(c->flags & F_BAD) && DT_OF(c->mode) != de->type) {
+	if (!(c->flags & F_BAD) && kv_dirent_type(c->mode) != de->type) {
 		p.num = de->type;
-		p.num2 = DT_OF(c->mode);
+		p.num2 = kv_dirent_type(c->mode);
 		pr = fsck_problem(f, PR_DIRENT_TYPE, &p);
 		if (pr) {
-			act->type = DT_OF(c->mode);
+			act->type = kv_dirent_type(c->mode);
 			if (note_pr(w, pr))
 				return -ENOMEM;
 		}
@@ -402,7 +402,7 @@ static int reconnect(struct fsck *f, size_t idx, int cycle)
 	}
 	lfi = &f->ino[li];
 	x->u.link.lf = lf;
-	x->u.link.type = DT_OF(fi->mode);
+	x->u.link.type = kv_dirent_type(fi->mode);
 	if (cycle) {
 		struct fdir *cd = fino_dir(f, fi);
 		x->u.link.dir = cd->named_by;

@@ -337,7 +337,7 @@ static int unlink_ino(kv_txn *t, uint64_t dir, uint64_t ino, int isdir)
 
 static int apply_reconnect(kv_txn *t, struct fix *x)
 {
-	int isdir = x->u.link.type == DT_OF(S_IFDIR);
+	int isdir = x->u.link.type == kv_dirent_type(S_IFDIR);
 	char name[32];
 	struct kv_inode in;
 	int rc, len;
@@ -398,7 +398,7 @@ static int apply_fix(kv_txn *t, void *arg)
 	case FX_DIRENT_LIST:
 		return apply_list(t, x);
 	case FX_DIRENT_UNLINK:
-		return unlink_ino(t, x->u.link.dir, x->ino, x->u.link.type == DT_OF(S_IFDIR));
+		return unlink_ino(t, x->u.link.dir, x->ino, x->u.link.type == kv_dirent_type(S_IFDIR));
 	case FX_RECONNECT:
 		return apply_reconnect(t, x);
 	case FX_BLOCK_TRIM:
@@ -507,7 +507,7 @@ static int apply_mklf(kv_txn *t, void *arg)
 	lf.atime_ns = lf.mtime_ns = lf.ctime_ns = lf.btime_ns = now_ns();
 	rc = kv_inode_put(t, &lf);
 	if (!rc)
-		rc = kv_dirent_add(t, KV_ROOT_INO, "lost+found", 10, lf.ino, DT_OF(S_IFDIR));
+		rc = kv_dirent_add(t, KV_ROOT_INO, "lost+found", 10, lf.ino, kv_dirent_type(S_IFDIR));
 	if (!rc)
 		rc = dir_adjust(t, KV_ROOT_INO, 1, 1);
 	return rc;

@@ -55,7 +55,6 @@
 #define BATCH_ITEMS 16384
 #define CHUNK (1u << 20)                       /* file bytes read at a time, at most */
 #define BUF_CAP (BATCH_BYTES + CHUNK + (256u << 10)) /* room for one more of anything */
-#define DT_OF(mode) ((uint8_t)(((mode) & S_IFMT) >> 12))
 
 enum item_kind { IT_INODE, IT_DIRENT, IT_LINK, IT_DATA, IT_XATTR };
 
@@ -359,7 +358,7 @@ static int add_name(struct loader *L, enum item_kind kind, uint64_t dir, const c
 	if (!it)
 		return -1;
 	it->dir = dir;
-	it->type = DT_OF(mode);
+	it->type = kv_dirent_type(mode);
 	return 0;
 }
 
