@@ -177,51 +177,56 @@ static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	return find_ent(dir, v, name, len, e);
 }
 
+/* Store the list at k as v with its bytes [off, off + cut) replaced by the
+ * inslen bytes at ins (none: taken out); no list left: the key goes. */
+static int list_splice(kv_txn *t, MDB_val *k, const MDB_val *v, size_t off, size_t cut,
+		       const void *ins, size_t inslen)
+{
+	size_t n = v->mv_size - cut + inslen;
+	unsigned char *buf;
+	MDB_val nv;
+	int rc;
+
+	if (n == 0)
+		return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_DIRENT], k, NULL), "del dirent");
+	buf = malloc(n);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, v->mv_data, off);
+	if (inslen)
+		memcpy(buf + off, ins, inslen);
+	memcpy(buf + off + inslen, (const unsigned char *)v->mv_data + off + cut,
+	       v->mv_size - off - cut);
+	nv = (MDB_val){n, buf};
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], k, &nv, 0), "put dirent");
+	free(buf);
+	return rc;
+}
+
 int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
 {
 	unsigned char kb[16];
-	unsigned char *buf;
-	MDB_val k, v, nv;
+	MDB_val k, v;
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
-	if (rc)
-		return rc;
-	if (e.len == v.mv_size)
-		return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_DIRENT], &k, NULL), "del dirent");
-	buf = malloc(v.mv_size - e.len);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, v.mv_data, e.off);
-	memcpy(buf + e.off, (unsigned char *)v.mv_data + e.off + e.len, v.mv_size - e.off - e.len);
-	nv = (MDB_val){v.mv_size - e.len, buf};
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
-	free(buf);
-	return rc;
+	return rc ? rc : list_splice(t, &k, &v, e.off, e.len, NULL, 0);
 }
 
 int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_t ino,
 		      uint8_t type)
 {
-	unsigned char kb[16];
-	unsigned char *buf;
-	MDB_val k, v, nv;
+	unsigned char kb[16], ent[KV_DIRENT_LEN(KV_NAME_MAX)];
+	MDB_val k, v;
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
 	if (rc)
 		return rc;
-	buf = malloc(v.mv_size);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, v.mv_data, v.mv_size);
 	e.de.ino = ino;
 	e.de.type = type;
-	kv_encode_dirent(buf + e.off, e.slot, &e.de); /* the name from v, as it was */
-	nv = (MDB_val){v.mv_size, buf};
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "put dirent");
-	free(buf);
-	return rc;
+	/* the name from v, as it was; the same length */
+	return list_splice(t, &k, &v, e.off, e.len, ent, kv_encode_dirent(ent, e.slot, &e.de));
 }
 
 int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out)

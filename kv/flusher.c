@@ -97,36 +97,33 @@ static void *flusher_main(void *arg)
 int kv_flusher_start(kv_env *e)
 {
 	struct stat st;
-	int rc;
 
 	/* what the image held at open is written already */
 	if (fstat(e->lock_fd, &st) == 0)
 		e->f_wb_from = (uint64_t)st.st_size;
-	pthread_mutex_init(&e->f_lock, NULL);
-	pthread_cond_init(&e->f_cond, NULL);
-	rc = -pthread_create(&e->flusher, NULL, flusher_main, e);
-	if (rc) {
-		pthread_cond_destroy(&e->f_cond);
-		pthread_mutex_destroy(&e->f_lock);
-		return rc;
-	}
-	return 0;
+	return kv_thread_start(&e->flusher, &e->f_lock, &e->f_cond, flusher_main, e);
+}
+
+/* Wake the flusher for a kick, or to stop. */
+static void flusher_tell(kv_env *e, int stop)
+{
+	pthread_mutex_lock(&e->f_lock);
+	if (stop)
+		e->f_stop = 1;
+	else
+		e->f_kick++;
+	pthread_cond_signal(&e->f_cond);
+	pthread_mutex_unlock(&e->f_lock);
 }
 
 void kv_flusher_kick(kv_env *e)
 {
-	pthread_mutex_lock(&e->f_lock);
-	e->f_kick++;
-	pthread_cond_signal(&e->f_cond);
-	pthread_mutex_unlock(&e->f_lock);
+	flusher_tell(e, 0);
 }
 
 void kv_flusher_stop(kv_env *e)
 {
-	pthread_mutex_lock(&e->f_lock);
-	e->f_stop = 1;
-	pthread_cond_signal(&e->f_cond);
-	pthread_mutex_unlock(&e->f_lock);
+	flusher_tell(e, 1);
 	pthread_join(e->flusher, NULL);
 	pthread_cond_destroy(&e->f_cond);
 	pthread_mutex_destroy(&e->f_lock);

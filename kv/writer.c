@@ -535,6 +535,21 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+int kv_thread_start(pthread_t *th, pthread_mutex_t *lock, pthread_cond_t *cond,
+		    void *(*fn)(void *), void *arg)
+{
+	int rc;
+
+	pthread_mutex_init(lock, NULL);
+	pthread_cond_init(cond, NULL);
+	rc = -pthread_create(th, NULL, fn, arg);
+	if (rc) {
+		pthread_cond_destroy(cond);
+		pthread_mutex_destroy(lock);
+	}
+	return rc;
+}
+
 int kv_writer_start(kv_env *e)
 {
 	int rc;
@@ -545,12 +560,8 @@ int kv_writer_start(kv_env *e)
 	rc = e->wbuf && e->ibuf ? kv_flusher_start(e) : -ENOMEM;
 	if (rc)
 		goto free_bufs;
-	pthread_mutex_init(&e->q_lock, NULL);
-	pthread_cond_init(&e->q_cond, NULL);
-	rc = -pthread_create(&e->writer, NULL, writer_main, e);
+	rc = kv_thread_start(&e->writer, &e->q_lock, &e->q_cond, writer_main, e);
 	if (rc) {
-		pthread_cond_destroy(&e->q_cond);
-		pthread_mutex_destroy(&e->q_lock);
 		kv_flusher_stop(e);
 		goto free_bufs;
 	}

@@ -8,6 +8,10 @@
 #include "kv_int.h"
 
 int kv_writer_start(kv_env *env);
+/* Start a thread with its lock and condition made first; -errno, with both
+ * undone, when it cannot start (writer.c, flusher.c). */
+int kv_thread_start(pthread_t *th, pthread_mutex_t *lock, pthread_cond_t *cond,
+		    void *(*fn)(void *), void *arg);
 /* Run every queued op, then end the thread. */
 void kv_writer_stop(kv_env *env);
 /* The flusher thread (flusher.c): started and stopped with the writer;
