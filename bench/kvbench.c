@@ -298,22 +298,24 @@ static void *kv_reader(void *arg)
 			die("kv_read_begin", rc);
 		if (j->seq) {
 			kv_iter *it;
-			unsigned char key[8];
+			unsigned char key[KV_KEY_MAX];
 			const void *k, *v;
 			size_t kl, vl;
-			kv_key_put_u64(key, FIRST_INO + (uint64_t)(i % num));
 			rc = kv_iter_open(t, KV_DB_INODE, &it);
 			if (!rc)
-				rc = kv_iter_seek(it, key, sizeof(key));
+				rc = kv_iter_seek(it, key,
+						  kv_key_prefix(FIRST_INO + (uint64_t)(i % num), key));
 			for (long n = 0; rc == 0 && n < j->per_txn && i < j->ops; n++, i++) {
 				rc = kv_iter_next(it, &k, &kl, &v, &vl);
 				if (rc == 0) {
 					struct kv_inode in;
-					rc = kv_decode_inode(kv_key_u64(k), v, vl, &in);
+					struct kv_key kk;
+					rc = kv_key_decode(KV_DB_INODE, k, kl, &kk);
+					if (rc == 0)
+						rc = kv_decode_inode(kk.ino, v, vl, &in);
 					sum += in.size;
 				} else if (rc == -ENOENT) { /* wrap around */
-					kv_key_put_u64(key, FIRST_INO);
-					rc = kv_iter_seek(it, key, sizeof(key));
+					rc = kv_iter_seek(it, key, kv_key_prefix(FIRST_INO, key));
 				}
 			}
 			kv_iter_close(it);
@@ -350,7 +352,7 @@ static void *raw_reader(void *arg)
 	unsigned long a0;
 	MDB_txn *txn;
 	MDB_cursor *c = NULL;
-	unsigned char key[16];
+	unsigned char key[KV_KEY_MAX];
 	MDB_val k, v;
 	int rc;
 
@@ -368,8 +370,7 @@ static void *raw_reader(void *arg)
 		if (rc)
 			die("mdb_txn_renew", rc);
 		if (j->seq) {
-			kv_key_put_u64(key, FIRST_INO + (uint64_t)(i % num));
-			k = (MDB_val){8, key};
+			k = (MDB_val){kv_key_prefix(FIRST_INO + (uint64_t)(i % num), key), key};
 			rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 			for (long n = 0; n < j->per_txn && i < j->ops; n++, i++) {
 				if (rc == MDB_NOTFOUND) {
@@ -386,14 +387,11 @@ static void *raw_reader(void *arg)
 		} else {
 			for (long n = 0; n < j->per_txn && i < j->ops; n++, i++) {
 				uint64_t r = pick(j, &s);
-				if (j->blocks) {
-					kv_key_put_u64(key, FIRST_INO);
-					kv_key_put_u64(key + 8, r);
-					k = (MDB_val){16, key};
-				} else {
-					kv_key_put_u64(key, FIRST_INO + r);
-					k = (MDB_val){8, key};
-				}
+				struct kv_key kk = {.ino = FIRST_INO, .idx = r};
+				if (!j->blocks)
+					kk.ino += r;
+				k = (MDB_val){kv_key_encode(j->blocks ? KV_DB_DATA : KV_DB_INODE,
+							    &kk, key), key};
 				rc = mdb_get(txn, j->dbi, &k, &v);
 				if (rc)
 					break;

@@ -1,7 +1,7 @@
 /*
  * codec.c - the records of docs/FORMAT.md as bytes: the database names, the
  * superblock and inode records, the entries of a dirent list, the
- * big-endian key fields, and the check of a data block's value.
+ * keys of every database, and the check of a data block's value.
  *
  * Invariants:
  *  1. This file, the key builders of inode.c, dirent.c, data.c and xattr.c,
@@ -244,14 +244,4 @@ size_t kv_key_prefix(uint64_t ino, void *buf)
 {
 	kv_put_be64(buf, ino);
 	return 8;
-}
-
-uint64_t kv_key_u64(const void *p)
-{
-	return kv_get_be64(p);
-}
-
-void kv_key_put_u64(void *p, uint64_t v)
-{
-	kv_put_be64(p, v);
 }

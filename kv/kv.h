@@ -465,10 +465,6 @@ int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, siz
                    size_t *len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
-/* Big-endian u64 at p (the fields of every key; kv_key_decode and
- * kv_key_encode take whole keys apart and make them). */
-uint64_t kv_key_u64(const void *p);
-void kv_key_put_u64(void *p, uint64_t v);
 
 /* Raise the inode counter to at least next (fsck). -EROFS. */
 int kv_ino_counter_raise(kv_txn *txn, uint64_t next);

@@ -8,12 +8,15 @@
  *  2. The end of the database is not an error: -ENOENT from the iterator
  *     ends the walk with 0; a value the callback returns is passed up as
  *     it is (WALK_DONE becomes 0).
+ *  3. walk_inode tells an inode's records by the bytes kv_key_prefix gives,
+ *     never by a key length or offset: the key format stays behind kv.h.
  */
 #ifndef KVFS_WALK_H
 #define KVFS_WALK_H
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kv.h"
 
@@ -31,5 +34,9 @@ typedef int (*walk_fn)(void *arg, const void *key, size_t klen, const void *val,
  * walk, or a negative errno reading the image. */
 int walk_records(kv_txn *txn, enum kv_db db, const void *from, size_t fromlen, walk_fn fn,
 		 void *arg);
+/* walk_records over the records of inode ino in a database keyed by inode
+ * first (inode, dirent, data, xattr, orphan): those whose key starts with
+ * ino's prefix (kv_key_prefix), malformed keys included. */
+int walk_inode(kv_txn *txn, enum kv_db db, uint64_t ino, walk_fn fn, void *arg);
 
 #endif

@@ -231,4 +231,29 @@ check "damaged: tar export exit 8" exit_is 8 "$DUMP" "$T/bad.img" export "$T/jai
 check "damaged: tar has the rest" exit_is 0 tar tf "$T/jail/out.tar" ./fifo
 check "damaged: tar has no escape" [ -z "$(tar tf "$T/jail/out.tar" | grep escape)" ]
 
+# ---- an inode's records end where its key prefix ends: inode 0 (damage:
+# numbers start at 1) named /fifo, its xattr, then a 7-byte key, which sorts
+# right after inode 0's records (no xattr of inodes 1 to 255 is left between)
+cp "$T/k.img" "$T/zero.img"
+"$PY" - "$T/zero.img" <<'PY' || echo "FAIL: could not damage the image"
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+dbs = {n: env.open_db(n.encode()) for n in ("inode", "dirent", "xattr")}
+key = lambda *v: b"".join(struct.pack(">Q", x) for x in v)
+with env.begin(write=True) as t:
+    t.put(key(0), t.get(key(5), db=dbs["inode"]), db=dbs["inode"])   # the fifo, as inode 0
+    for k, v in list(t.cursor(db=dbs["dirent"])):
+        at = v.find(b"fifo")                 # entry: slot type namelen ino name
+        if k[:8] == key(1) and at >= 11 and v[at - 9] == 4:
+            v = bytearray(v); v[at - 8:at] = struct.pack("<Q", 0)    # /fifo names inode 0
+            t.put(k, bytes(v), db=dbs["dirent"])
+    t.delete(key(2) + b"user.k", db=dbs["xattr"])
+    t.put(key(0) + b"user.z", b"zz", db=dbs["xattr"])
+    t.put(key(0)[:6] + b"\x01", b"other", db=dbs["xattr"])
+env.close()
+PY
+check "inode 0: shown" exit_is 0 "$DUMP" "$T/zero.img" inode /fifo
+check "inode 0: its xattr" has 'xattr:          user.z (2 bytes) "zz"' "$T/out"
+check "inode 0: no record of another inode" has "xattrs:         1" "$T/out"
+
 summary

@@ -211,11 +211,10 @@ static void name_rule(void **state)
  * any name) is still read, listed and removed; it is never set again. */
 static int put_foo_bar(kv_txn *t, void *arg)
 {
-	unsigned char key[8 + 7];
+	const struct kv_key k = {.ino = *(uint64_t *)arg, .name = "foo.bar", .namelen = 7};
+	unsigned char key[KV_KEY_MAX];
 
-	kv_key_put_u64(key, *(uint64_t *)arg);
-	memcpy(key + 8, "foo.bar", 7);
-	return kv_raw_put(t, KV_DB_XATTR, key, sizeof(key), "old", 3);
+	return kv_raw_put(t, KV_DB_XATTR, key, kv_key_encode(KV_DB_XATTR, &k, key), "old", 3);
 }
 
 static void legacy_names(void **state)

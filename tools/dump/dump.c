@@ -24,6 +24,7 @@
  *     command may run while the image is mounted (read transactions do not
  *     block the daemon's writer).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -260,12 +261,11 @@ static int dir_record(void *arg, const void *k, size_t kl, const void *v, size_t
 {
 	struct dir_walk *w = arg;
 	struct kv_dirent de;
+	struct kv_key key;
 	size_t off = 0;
 	int drc, rc = 0;
 
-	if (kl < 8 || kv_key_u64(k) != w->dir)
-		return WALK_DONE; /* past the directory's keys */
-	if (kl != 16) {
+	if (kv_key_decode(KV_DB_DIRENT, k, kl, &key)) {
 		dump_error(w->d, "directory %llu: malformed dirent key; skipped",
 			   (unsigned long long)w->dir);
 		return 0;
@@ -277,18 +277,15 @@ static int dir_record(void *arg, const void *k, size_t kl, const void *v, size_t
 		return rc;
 	if (drc < 0 || off == 0)
 		dump_error(w->d, "directory %llu: malformed dirent list (hash %#llx); skipped",
-			   (unsigned long long)w->dir,
-			   (unsigned long long)kv_key_u64((const char *)k + 8));
+			   (unsigned long long)w->dir, (unsigned long long)key.hash);
 	return 0;
 }
 
 int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg)
 {
 	struct dir_walk w = {.d = d, .dir = dir, .fn = fn, .arg = arg};
-	unsigned char key[8];
 
-	kv_key_put_u64(key, dir);
-	return walk_records(d->t, KV_DB_DIRENT, key, sizeof(key), dir_record, &w);
+	return walk_inode(d->t, KV_DB_DIRENT, dir, dir_record, &w);
 }
 
 int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
@@ -331,7 +328,7 @@ int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
 /* ------------------------------------------------------------- summary -- */
 
 struct counts {
-	uint64_t by_type[16]; /* (mode & S_IFMT) >> 12 */
+	uint64_t by_type[16]; /* by kv_dirent_type: DT_DIR, DT_REG, ... */
 	uint64_t inodes, names, dirent_keys, blocks, xattrs, orphans;
 	uint64_t block_bytes, inline_bytes, xattr_bytes;
 };
@@ -366,13 +363,14 @@ static void count_inode(struct dump *d, struct counts *c, const unsigned char *k
 			const void *v, size_t vl)
 {
 	struct kv_inode in;
+	struct kv_key key;
 
-	if (kl != 8 || kv_decode_inode(kv_key_u64(k), v, vl, &in)) {
+	if (kv_key_decode(KV_DB_INODE, k, kl, &key) || kv_decode_inode(key.ino, v, vl, &in)) {
 		dump_error(d, "malformed inode record (key of %zu bytes, value of %zu)", kl, vl);
 		return;
 	}
 	c->inodes++;
-	c->by_type[(in.mode & S_IFMT) >> 12]++;
+	c->by_type[kv_dirent_type(in.mode)]++;
 	c->inline_bytes += in.inline_len;
 }
 
@@ -380,15 +378,16 @@ static void count_dirent(struct dump *d, struct counts *c, const unsigned char *
 			 const void *v, size_t vl)
 {
 	struct kv_dirent de;
+	struct kv_key key;
 	size_t off = 0;
 	int rc;
 
 	c->dirent_keys++;
 	while ((rc = kv_decode_dirent(v, vl, &off, &de, NULL)) == 0)
 		c->names++;
-	if (rc < 0 || kl != 16)
+	if (kv_key_decode(KV_DB_DIRENT, k, kl, &key) || rc < 0) /* key.ino: 0 if none */
 		dump_error(d, "malformed dirent record in directory %llu",
-			   kl >= 8 ? (unsigned long long)kv_key_u64(k) : 0ULL);
+			   (unsigned long long)key.ino);
 }
 
 static void count_block(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
@@ -406,11 +405,13 @@ static void count_block(struct dump *d, struct counts *c, const unsigned char *k
 static void count_xattr(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
 			const void *v, size_t vl)
 {
+	struct kv_key key;
+
 	(void)d;
-	(void)k;
 	(void)v;
+	kv_key_decode(KV_DB_XATTR, k, kl, &key); /* a malformed key counts what name it has */
 	c->xattrs++;
-	c->xattr_bytes += (kl > 8 ? kl - 8 : 0) + vl;
+	c->xattr_bytes += key.namelen + vl;
 }
 
 static void print_field(const char *name, const char *fmt, ...)
@@ -456,10 +457,10 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 		    (unsigned long long)s.feature_incompat);
 	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
 		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
-		    (unsigned long long)t[S_IFDIR >> 12], (unsigned long long)t[S_IFREG >> 12],
-		    (unsigned long long)t[S_IFLNK >> 12], (unsigned long long)t[S_IFIFO >> 12],
-		    (unsigned long long)t[S_IFCHR >> 12], (unsigned long long)t[S_IFBLK >> 12],
-		    (unsigned long long)t[S_IFSOCK >> 12]);
+		    (unsigned long long)t[DT_DIR], (unsigned long long)t[DT_REG],
+		    (unsigned long long)t[DT_LNK], (unsigned long long)t[DT_FIFO],
+		    (unsigned long long)t[DT_CHR], (unsigned long long)t[DT_BLK],
+		    (unsigned long long)t[DT_SOCK]);
 	print_field("dirents:", "%llu names in %llu keys", (unsigned long long)c->names,
 		    (unsigned long long)c->dirent_keys);
 	print_field("data blocks:", "%llu", (unsigned long long)c->blocks);

@@ -41,6 +41,7 @@
 #include "dump_export.h"
 #include "inomap.h"
 #include "progress.h"
+#include "walk.h"
 
 #define DEPTH_MAX 4096
 #define PAGE 4096
@@ -75,73 +76,78 @@ void export_progress(struct export *x)
 		progress_line(x, x->total ? (double)(x->inodes + x->blocks) / (double)x->total : 0);
 }
 
+struct data_walk {
+	struct export *x;
+	const struct xent *e;
+	unsigned flags;
+	export_data_fn fn;
+	void *arg;
+};
+
+/* One block of the file: to fn, clipped to the size; the end of the walk
+ * at the first block wholly past it. */
+static int data_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct data_walk *w = arg;
+	struct export *x = w->x;
+	const uint64_t bs = kv_block_size(x->d->env), ino = w->e->in->ino, size = w->e->in->size;
+	struct kv_key key;
+	int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
+	uint64_t idx = malformed ? UINT64_MAX : key.idx, off;
+	size_t len;
+
+	if (idx >= size / bs + 1 || idx * bs >= size)
+		return WALK_DONE; /* no stored byte lies past the size (FORMAT.md) */
+	if ((w->flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
+		export_progress(x);
+	if (malformed || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
+		if (w->flags & XDATA_REPORT)
+			export_error(x, w->e, "block %llu fails its checksum; exported as zeros",
+				     (unsigned long long)idx);
+		return 0;
+	}
+	off = idx * bs;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	return w->fn(w->arg, off, v, len);
+}
+
 int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg)
 {
-	const uint64_t bs = kv_block_size(x->d->env), ino = e->in->ino, size = e->in->size;
-	unsigned char key[8];
-	const void *k, *v;
-	size_t kl, vl, len;
-	kv_iter *it;
-	int rc;
+	struct data_walk w = {.x = x, .e = e, .flags = flags, .fn = fn, .arg = arg};
 
-	rc = kv_iter_open(x->d->t, KV_DB_DATA, &it);
-	if (rc)
-		return rc;
-	kv_key_put_u64(key, ino);
-	rc = kv_iter_seek(it, key, sizeof(key));
-	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		uint64_t idx, off;
+	return walk_inode(x->d->t, KV_DB_DATA, e->in->ino, data_record, &w);
+}
 
-		if (kl < 8 || kv_key_u64(k) != ino)
-			break;
-		idx = kl == 16 ? kv_key_u64((const char *)k + 8) : UINT64_MAX;
-		if (idx >= size / bs + 1 || idx * bs >= size)
-			break; /* no stored byte lies past the size (FORMAT.md) */
-		if ((flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
-			export_progress(x);
-		if (kl != 16 || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
-			if (flags & XDATA_REPORT)
-				export_error(x, e, "block %llu fails its checksum; exported as zeros",
-					     (unsigned long long)idx);
-			continue;
-		}
-		off = idx * bs;
-		if (len > size - off)
-			len = (size_t)(size - off);
-		rc = fn(arg, off, v, len);
+struct xattr_walk {
+	struct export *x;
+	const struct xent *e;
+	export_xattr_fn fn;
+	void *arg;
+};
+
+static int xattr_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct xattr_walk *w = arg;
+	char name[KV_XATTR_NAME_MAX + 1];
+	struct kv_key key;
+
+	if (kv_key_decode(KV_DB_XATTR, k, kl, &key) ||
+	    kv_xattr_name_check(key.name, key.namelen) == -ERANGE) {
+		export_error(w->x, w->e, "malformed xattr name; skipped");
+		return 0;
 	}
-	kv_iter_close(it);
-	return rc == -ENOENT ? 0 : rc;
+	memcpy(name, key.name, key.namelen);
+	name[key.namelen] = '\0';
+	return w->fn(w->arg, name, v, vl);
 }
 
 int export_xattrs(struct export *x, const struct xent *e, export_xattr_fn fn, void *arg)
 {
-	char name[KV_XATTR_NAME_MAX + 1];
-	unsigned char key[8];
-	const void *k, *v;
-	size_t kl, vl;
-	kv_iter *it;
-	int rc;
+	struct xattr_walk w = {.x = x, .e = e, .fn = fn, .arg = arg};
 
-	rc = kv_iter_open(x->d->t, KV_DB_XATTR, &it);
-	if (rc)
-		return rc;
-	kv_key_put_u64(key, e->in->ino);
-	rc = kv_iter_seek(it, key, sizeof(key));
-	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		if (kl < 8 || kv_key_u64(k) != e->in->ino)
-			break;
-		if (kl == 8 || kl - 8 > KV_XATTR_NAME_MAX || memchr((const char *)k + 8, 0, kl - 8)) {
-			export_error(x, e, "malformed xattr name; skipped");
-			continue;
-		}
-		memcpy(name, (const char *)k + 8, kl - 8);
-		name[kl - 8] = '\0';
-		rc = fn(arg, name, v, vl);
-	}
-	kv_iter_close(it);
-	return rc == -ENOENT ? 0 : rc;
+	return walk_inode(x->d->t, KV_DB_XATTR, e->in->ino, xattr_record, &w);
 }
 
 /* ---------------------------------------------------------------- walk -- */

@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "dump.h"
 #include "inomap.h"
+#include "walk.h"
 
 #define DEPTH_MAX 4096
 
@@ -224,111 +225,92 @@ static void put_dir_path(struct dump *d, uint64_t dir)
 	}
 }
 
-static int inode_names(struct dump *d, uint64_t ino)
+struct inode_walk {
+	struct dump *d;
+	const struct kv_inode *in;
+	uint64_t count, bad;
+};
+
+/* One dirent list: its entries naming the inode. */
+static int name_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
 {
-	const void *k, *v;
-	size_t kl, vl;
-	uint64_t count = 0;
-	kv_iter *it;
-	int rc;
+	struct inode_walk *w = arg;
+	struct kv_dirent de;
+	struct kv_key key;
+	size_t off = 0;
+	uint8_t slot;
 
-	rc = kv_iter_open(d->t, KV_DB_DIRENT, &it);
-	if (rc)
-		return rc;
-	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		struct kv_dirent de;
-		struct kv_key key;
-		size_t off = 0;
-		uint8_t slot;
-
-		if (kv_key_decode(KV_DB_DIRENT, k, kl, &key))
-			continue; /* keys reports it */
-		while (kv_decode_dirent(v, vl, &off, &de, &slot) == 0) {
-			uint64_t dir = key.ino;
-			if (de.ino != ino)
-				continue;
-			count++;
-			printf("name:           ");
-			if (dir != KV_ROOT_INO)
-				put_dir_path(d, dir);
-			putchar('/');
-			cli_put_escaped(stdout, de.name, de.namelen);
-			printf(" (directory %llu, slot %u)\n", (unsigned long long)dir, slot);
-		}
-	}
-	kv_iter_close(it);
-	printf("names:          %llu\n", (unsigned long long)count);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-static int inode_blocks(struct dump *d, const struct kv_inode *in)
-{
-	uint32_t bs = kv_block_size(d->env);
-	unsigned char pfx[8];
-	const void *k, *v;
-	size_t kl, vl, len;
-	uint64_t count = 0, bad = 0;
-	kv_iter *it;
-	int rc;
-
-	rc = kv_iter_open(d->t, KV_DB_DATA, &it);
-	if (rc)
-		return rc;
-	rc = kv_iter_seek(it, pfx, kv_key_prefix(in->ino, pfx));
-	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		struct kv_key key;
-		int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
-		uint64_t idx = malformed ? UINT64_MAX : key.idx;
-
-		if (key.ino != in->ino)
-			break;
-		count++;
-		if (kv_check_block(d->env, in->ino, idx, v, vl, &len) || malformed) {
-			bad++;
-			printf("block:          %llu length %zu BAD\n", (unsigned long long)idx,
-			       len);
-			dump_error(d, "inode %llu block %llu: bad length or checksum",
-				   (unsigned long long)in->ino, (unsigned long long)idx);
+	if (kv_key_decode(KV_DB_DIRENT, k, kl, &key))
+		return 0; /* keys reports it */
+	while (kv_decode_dirent(v, vl, &off, &de, &slot) == 0) {
+		if (de.ino != w->in->ino)
 			continue;
-		}
-		printf("block:          %llu length %zu ok%s\n", (unsigned long long)idx, len,
-		       idx * bs + len > in->size ? " (past the end of the file)" : "");
+		w->count++;
+		printf("name:           ");
+		if (key.ino != KV_ROOT_INO)
+			put_dir_path(w->d, key.ino);
+		putchar('/');
+		cli_put_escaped(stdout, de.name, de.namelen);
+		printf(" (directory %llu, slot %u)\n", (unsigned long long)key.ino, slot);
 	}
-	kv_iter_close(it);
-	printf("blocks:         %llu (%llu bad)\n", (unsigned long long)count,
-	       (unsigned long long)bad);
-	return rc == -ENOENT ? 0 : rc;
+	return 0;
 }
 
-static int inode_xattrs(struct dump *d, uint64_t ino)
+static int block_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
 {
-	unsigned char pfx[8];
-	const void *k, *v;
-	size_t kl, vl;
-	uint64_t count = 0;
-	kv_iter *it;
+	struct inode_walk *w = arg;
+	uint64_t ino = w->in->ino, bs = kv_block_size(w->d->env);
+	struct kv_key key;
+	int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
+	uint64_t idx = malformed ? UINT64_MAX : key.idx;
+	size_t len;
+
+	w->count++;
+	if (kv_check_block(w->d->env, ino, idx, v, vl, &len) || malformed) {
+		w->bad++;
+		printf("block:          %llu length %zu BAD\n", (unsigned long long)idx, len);
+		dump_error(w->d, "inode %llu block %llu: bad length or checksum",
+			   (unsigned long long)ino, (unsigned long long)idx);
+		return 0;
+	}
+	printf("block:          %llu length %zu ok%s\n", (unsigned long long)idx, len,
+	       idx * bs + len > w->in->size ? " (past the end of the file)" : "");
+	return 0;
+}
+
+static int xattr_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct inode_walk *w = arg;
+	struct kv_key key;
+
+	kv_key_decode(KV_DB_XATTR, k, kl, &key); /* a name or none: shown */
+	w->count++;
+	printf("xattr:          ");
+	cli_put_escaped(stdout, key.name, key.namelen);
+	printf(" (%zu bytes) \"", vl);
+	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
+	printf(vl > 256 ? "\"...\n" : "\"\n");
+	return 0;
+}
+
+/* The names, blocks and xattrs of the inode, each with its count. */
+static int inode_records(struct dump *d, const struct kv_inode *in)
+{
+	struct inode_walk names = {.d = d, .in = in}, blocks = names, xattrs = names;
 	int rc;
 
-	rc = kv_iter_open(d->t, KV_DB_XATTR, &it);
+	rc = walk_records(d->t, KV_DB_DIRENT, NULL, 0, name_record, &names);
+	printf("names:          %llu\n", (unsigned long long)names.count);
 	if (rc)
 		return rc;
-	rc = kv_iter_seek(it, pfx, kv_key_prefix(ino, pfx));
-	while (rc == 0 && (rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-		struct kv_key key;
-
-		kv_key_decode(KV_DB_XATTR, k, kl, &key); /* a name or none: shown */
-		if (key.ino != ino)
-			break;
-		count++;
-		printf("xattr:          ");
-		cli_put_escaped(stdout, key.name, key.namelen);
-		printf(" (%zu bytes) \"", vl);
-		cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
-		printf(vl > 256 ? "\"...\n" : "\"\n");
-	}
-	kv_iter_close(it);
-	printf("xattrs:         %llu\n", (unsigned long long)count);
-	return rc == -ENOENT ? 0 : rc;
+	rc = walk_inode(d->t, KV_DB_DATA, in->ino, block_record, &blocks);
+	printf("blocks:         %llu (%llu bad)\n", (unsigned long long)blocks.count,
+	       (unsigned long long)blocks.bad);
+	if (rc)
+		return rc;
+	rc = walk_inode(d->t, KV_DB_XATTR, in->ino, xattr_record, &xattrs);
+	printf("xattrs:         %llu\n", (unsigned long long)xattrs.count);
+	return rc;
 }
 
 static void print_time(const char *field, int64_t ns)
@@ -386,11 +368,7 @@ int dump_inode(struct dump *d, const struct dump_args *a)
 		return EXIT_OPERATIONAL;
 	}
 	print_inode(&in);
-	rc = inode_names(d, ino);
-	if (!rc)
-		rc = inode_blocks(d, &in);
-	if (!rc)
-		rc = inode_xattrs(d, ino);
+	rc = inode_records(d, &in);
 	if (rc)
 		dump_error(d, "inode %llu: %s", (unsigned long long)ino, strerror(-rc));
 	return d->errors ? EXIT_OPERATIONAL : EXIT_OK;

@@ -289,7 +289,6 @@ static inline struct fdir *fino_dir(struct fsck *f, const struct fino *i)
 {
 	return i->dir == NO_DIR ? NULL : &f->dirs[i->dir];
 }
-/* DT_* of a mode: (mode & S_IFMT) >> 12. */
 
 /* ---- a pass's walk of one database (repair.c) ---- */
 
@@ -300,17 +299,22 @@ struct fsck_walk {
 	size_t ci;  /* the merge position in f->ino (fsck_merge) */
 	void *arg;  /* the pass's own state */
 };
-/* A record whose key has the pass's length: 0 to go on, anything else
- * stops the walk with that value. */
-typedef int fsck_record_fn(struct fsck_walk *w, const void *k, size_t kl, const void *v,
-			   size_t vl);
+/* A record of a well-formed key, as a pass's callback gets it: the raw
+ * key (what fsck_fix_del deletes by), its parts and the value. */
+struct fsck_rec {
+	const void *k, *v;
+	size_t kl, vl;
+	struct kv_key key; /* kv_key_decode of k */
+};
+/* 0 to go on, anything else stops the walk with that value. */
+typedef int fsck_record_fn(struct fsck_walk *w, const struct fsck_rec *r);
 /* Walk db on w->f's snapshot in key order, each record counted toward the
- * pass's progress (fsck_tick). A record whose key is not kmin to kmax bytes
- * is the problem bad_key (fsck_bad_key); fn gets the others. Returns 0 at
- * the end of the database, fn's value when it stopped the walk, or a
- * negative errno reading the image. */
-int fsck_walk(struct fsck_walk *w, enum kv_db db, size_t kmin, size_t kmax, enum fsck_pr bad_key,
-	      fsck_record_fn *fn);
+ * pass's progress (fsck_tick). A record whose key kv_key_decode refuses,
+ * or longer than any key kv_key_encode makes (KV_KEY_MAX), is the problem
+ * bad_key (fsck_bad_key); fn gets the others. Returns 0 at the end of the
+ * database, fn's value when it stopped the walk, or a negative errno
+ * reading the image. */
+int fsck_walk(struct fsck_walk *w, enum kv_db db, enum fsck_pr bad_key, fsck_record_fn *fn);
 /* Report the malformed key k of a record of db as problem code (naming its
  * length) and queue the record's deletion if the mode allows. 0, or
  * -ENOMEM. */

@@ -178,11 +178,12 @@ static int next_orphan(kv_iter *it, uint64_t *ino)
 {
 	const void *k, *v;
 	size_t kl, vl;
+	struct kv_key key;
 	int rc;
 
 	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0)
-		if (kl == 8) {
-			*ino = kv_key_u64(k);
+		if (kv_key_decode(KV_DB_ORPHAN, k, kl, &key) == 0) {
+			*ino = key.ino;
 			return 0;
 		}
 	*ino = UINT64_MAX;
@@ -195,16 +196,15 @@ struct p2 {
 	int seen_root;
 };
 
-static int inode_record(struct fsck_walk *w, const void *k, size_t kl, const void *v,
-			size_t vl)
+static int inode_record(struct fsck_walk *w, const struct fsck_rec *r)
 {
 	struct p2 *p = w->arg;
 	struct fsck *f = w->f;
-	uint64_t ino = kv_key_u64(k);
+	uint64_t ino = r->key.ino;
 	int rc;
 
 	if (ino == 0)
-		return fsck_bad_key(f, PR_INODE_BAD_KEY, KV_DB_INODE, k, kl);
+		return fsck_bad_key(f, PR_INODE_BAD_KEY, KV_DB_INODE, r->k, r->kl);
 	if (ino > f->max_key)
 		f->max_key = ino;
 	if (!p->seen_root && ino > KV_ROOT_INO && (rc = root_repair(f, 0, 1)) < 0)
@@ -213,7 +213,7 @@ static int inode_record(struct fsck_walk *w, const void *k, size_t kl, const voi
 	p->seen_root = 1;
 	while (!rc && p->orphan < ino)
 		rc = next_orphan(p->oit, &p->orphan);
-	return rc ? rc : check_inode(f, ino, v, vl, p->orphan == ino);
+	return rc ? rc : check_inode(f, ino, r->v, r->vl, p->orphan == ino);
 }
 
 static int walk(struct fsck *f, kv_iter *oit)
@@ -223,7 +223,7 @@ static int walk(struct fsck *f, kv_iter *oit)
 	int rc = next_orphan(oit, &p.orphan);
 
 	if (!rc)
-		rc = fsck_walk(&w, KV_DB_INODE, 8, 8, PR_INODE_BAD_KEY, inode_record);
+		rc = fsck_walk(&w, KV_DB_INODE, PR_INODE_BAD_KEY, inode_record);
 	if (rc)
 		return rc;
 	if (!p.seen_root && (rc = root_repair(f, 0, 1)) < 0)

@@ -351,21 +351,19 @@ static int no_dir(struct p3 *w, uint64_t dir, const struct fino *fi)
 	return 0;
 }
 
-static int dirent_record(struct fsck_walk *fw, const void *k, size_t kl, const void *v,
-			 size_t vl)
+static int dirent_record(struct fsck_walk *fw, const struct fsck_rec *r)
 {
 	struct p3 *w = fw->arg;
-	uint64_t dir = kv_key_u64(k);
+	uint64_t dir = r->key.ino;
 	struct fino *pfi;
 
-	(void)kl;
 	if (w->skipping && dir == w->skip_dir)
 		return 0;
 	w->skipping = 0;
 	pfi = fsck_merge(fw, dir);
 	if (!pfi || !fino_live(pfi) || (pfi->flags & F_BAD) || !S_ISDIR(pfi->mode))
 		return no_dir(w, dir, pfi);
-	return check_list(w, pfi, kv_key_u64((const unsigned char *)k + 8), v, vl);
+	return check_list(w, pfi, r->key.hash, r->v, r->vl);
 }
 
 /* ---------------------------------------------------------- reachability -- */
@@ -532,7 +530,7 @@ int fsck_pass3(struct fsck *f)
 		fsck_info(f, "  no root directory: the tree is not checked");
 		return 0;
 	}
-	rc = fsck_walk(&fw, KV_DB_DIRENT, 16, 16, PR_DIRENT_BAD_KEY, dirent_record);
+	rc = fsck_walk(&fw, KV_DB_DIRENT, PR_DIRENT_BAD_KEY, dirent_record);
 	free(w.acts);
 	free(w.prs);
 	if (!rc)

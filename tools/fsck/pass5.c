@@ -34,21 +34,22 @@ static int check_count(struct fsck *f, struct fino *fi, uint64_t counted)
 	return fsck_fix_field(f, PR_NBLOCKS, &p, fi, SET_NBLOCKS, counted);
 }
 
-/* Report problem code for the block at key; drop it when repaired.
+/* Report problem code for the block r; drop it when repaired.
  * 1: dropped. */
-static int drop(struct fsck *f, enum fsck_pr code, struct pctx *p, const void *key)
+static int drop(struct fsck *f, enum fsck_pr code, struct pctx *p, const struct fsck_rec *r)
 {
 	struct pend *pr = fsck_problem(f, code, p);
 
 	if (!pr)
 		return 0;
-	return fsck_fix_del(f, KV_DB_DATA, key, 16, p->ino, pr) ? -ENOMEM : 1;
+	return fsck_fix_del(f, KV_DB_DATA, r->k, r->kl, p->ino, pr) ? -ENOMEM : 1;
 }
 
 /* Check one block of a live owner; 1 when it is dropped. */
-static int check_block(struct fsck *f, struct fino *fi, uint64_t idx, const void *key,
-		       const void *v, size_t vl)
+static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r)
 {
+	uint64_t idx = r->key.idx;
+	size_t vl = r->vl;
 	struct pctx p = {.ino = fi->ino, .num = idx, .str = fsck_type_name(fi->mode)};
 	uint64_t off = idx <= UINT64_MAX / f->bs ? idx * f->bs : UINT64_MAX;
 	struct pend *pr;
@@ -58,15 +59,15 @@ static int check_block(struct fsck *f, struct fino *fi, uint64_t idx, const void
 	if (fi->flags & F_BAD)
 		return 0; /* its type is unknown: the block stays with it */
 	if (!S_ISREG(fi->mode))
-		return drop(f, PR_BLOCK_NOT_FILE, &p, key);
+		return drop(f, PR_BLOCK_NOT_FILE, &p, r);
 	p.num2 = fi->size;
 	if (off >= fi->size)
-		return drop(f, PR_BLOCK_PAST_EOF, &p, key);
+		return drop(f, PR_BLOCK_PAST_EOF, &p, r);
 	p.num2 = off;
 	if (vl <= CSUM_LEN || vl > (size_t)f->bs + CSUM_LEN)
-		return drop(f, PR_BLOCK_BAD_LEN, &p, key);
-	if (kv_check_block(f->env, fi->ino, idx, v, vl, &len) != 0)
-		return drop(f, PR_BLOCK_CSUM, &p, key);
+		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
+	if (kv_check_block(f->env, fi->ino, idx, r->v, vl, &len) != 0)
+		return drop(f, PR_BLOCK_CSUM, &p, r);
 	f->n_bytes += len;
 	if (off + len <= fi->size)
 		return 0;
@@ -95,25 +96,24 @@ static int settle_counts(struct fsck_walk *w, uint64_t *counted, uint64_t ino, i
 	return 0;
 }
 
-static int block_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
+static int block_record(struct fsck_walk *w, const struct fsck_rec *r)
 {
 	struct fsck *f = w->f;
 	uint64_t *counted = w->arg; /* blocks kept of the inode at w->ci */
-	uint64_t ino = kv_key_u64(k), idx = kv_key_u64((const unsigned char *)k + 8);
+	uint64_t ino = r->key.ino;
 	struct fino *fi;
 	int rc;
 
-	(void)kl;
 	if ((rc = settle_counts(w, counted, ino, 0)) != 0)
 		return rc;
 	f->n_blocks++;
 	fi = fsck_merge(w, ino);
 	if (!fi || !fino_live(fi)) {
-		rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = idx}, k);
+		rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = r->key.idx}, r);
 		if (rc == 0 && ino > f->max_key)
 			f->max_key = ino; /* it stays: no new inode may inherit it */
 	} else {
-		rc = check_block(f, fi, idx, k, v, vl);
+		rc = check_block(f, fi, r);
 		if (rc == 0)
 			(*counted)++;
 	}
@@ -126,7 +126,7 @@ int fsck_pass5(struct fsck *f)
 	struct fsck_walk w = {.f = f, .arg = &counted};
 	int rc;
 
-	rc = fsck_walk(&w, KV_DB_DATA, 16, 16, PR_BLOCK_BAD_KEY, block_record);
+	rc = fsck_walk(&w, KV_DB_DATA, PR_BLOCK_BAD_KEY, block_record);
 	if (!rc) /* the inodes past the last block */
 		rc = settle_counts(&w, &counted, 0, 1);
 	fsck_info(f, "  %llu blocks, %llu bytes verified", (unsigned long long)f->n_blocks,

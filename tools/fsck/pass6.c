@@ -19,22 +19,23 @@
 
 #include "fsck.h"
 
-static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, const void *k,
-		       size_t kl, size_t vl)
+static int xattr_record(struct fsck_walk *w, const struct fsck_rec *r)
 {
-	const char *name = (const char *)k + 8;
-	size_t nlen = kl - 8;
-	struct pctx p = {.ino = ino, .name = name, .namelen = nlen, .num = vl,
+	struct fsck *f = w->f;
+	uint64_t ino = r->key.ino;
+	const struct fino *fi = fsck_merge(w, ino);
+	struct pctx p = {.ino = ino, .name = r->key.name, .namelen = r->key.namelen, .num = r->vl,
 			 .num2 = KV_XATTR_SIZE_MAX};
-	int rule = kv_xattr_name_check(name, nlen);
+	int rule = kv_xattr_name_check(r->key.name, r->key.namelen);
 	enum fsck_pr code;
 	struct pend *pr;
 
+	f->n_xattrs++;
 	if (!fi || !fino_live(fi))
 		code = PR_XATTR_NO_OWNER;
 	else if (rule == -ERANGE)
 		code = PR_XATTR_BAD_NAME;
-	else if (vl > KV_XATTR_SIZE_MAX)
+	else if (r->vl > KV_XATTR_SIZE_MAX)
 		code = PR_XATTR_TOO_BIG;
 	else if (rule) {
 		code = PR_XATTR_OLD_NAME;
@@ -44,19 +45,10 @@ static int check_xattr(struct fsck *f, const struct fino *fi, uint64_t ino, cons
 		return 0;
 	pr = fsck_problem(f, code, &p);
 	if (pr)
-		return fsck_fix_del(f, KV_DB_XATTR, k, kl, ino, pr);
+		return fsck_fix_del(f, KV_DB_XATTR, r->k, r->kl, ino, pr);
 	if (code == PR_XATTR_NO_OWNER && ino > f->max_key)
 		f->max_key = ino;
 	return 0;
-}
-
-static int xattr_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
-{
-	uint64_t ino = kv_key_u64(k);
-
-	(void)v;
-	w->f->n_xattrs++;
-	return check_xattr(w->f, fsck_merge(w, ino), ino, k, kl, vl);
 }
 
 int fsck_pass6(struct fsck *f)
@@ -64,7 +56,7 @@ int fsck_pass6(struct fsck *f)
 	struct fsck_walk w = {.f = f};
 	int rc;
 
-	rc = fsck_walk(&w, KV_DB_XATTR, 9, 8 + KV_XATTR_NAME_MAX, PR_XATTR_BAD_KEY, xattr_record);
+	rc = fsck_walk(&w, KV_DB_XATTR, PR_XATTR_BAD_KEY, xattr_record);
 	fsck_info(f, "  %llu extended attributes", (unsigned long long)f->n_xattrs);
 	return rc;
 }

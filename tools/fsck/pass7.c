@@ -22,15 +22,19 @@
 
 #include "fsck.h"
 
-static int check_orphan(struct fsck *f, struct fino *fi, uint64_t ino, const void *k)
+static int orphan_record(struct fsck_walk *w, const struct fsck_rec *r)
 {
+	struct fsck *f = w->f;
+	uint64_t ino = r->key.ino;
+	struct fino *fi = fsck_merge(w, ino);
 	struct pctx p = {.ino = ino};
 	struct pend *pr;
 
+	f->n_orphans++;
 	if (!fi || !fino_live(fi)) {
 		pr = fsck_problem(f, PR_ORPHAN_MISSING, &p);
 		if (pr)
-			return fsck_fix_del(f, KV_DB_ORPHAN, k, 8, ino, pr);
+			return fsck_fix_del(f, KV_DB_ORPHAN, r->k, r->kl, ino, pr);
 		if (ino > f->max_key)
 			f->max_key = ino; /* a new inode must not land on the list */
 		return 0;
@@ -82,23 +86,12 @@ static int check_counter(struct fsck *f)
 	return 0;
 }
 
-static int orphan_record(struct fsck_walk *w, const void *k, size_t kl, const void *v, size_t vl)
-{
-	uint64_t ino = kv_key_u64(k);
-
-	(void)kl;
-	(void)v;
-	(void)vl;
-	w->f->n_orphans++;
-	return check_orphan(w->f, fsck_merge(w, ino), ino, k);
-}
-
 int fsck_pass7(struct fsck *f)
 {
 	struct fsck_walk w = {.f = f};
 	int rc;
 
-	rc = fsck_walk(&w, KV_DB_ORPHAN, 8, 8, PR_ORPHAN_BAD_KEY, orphan_record);
+	rc = fsck_walk(&w, KV_DB_ORPHAN, PR_ORPHAN_BAD_KEY, orphan_record);
 	if (rc)
 		return rc;
 	rc = check_counter(f);

@@ -55,7 +55,6 @@ void fsck_snapshot_end(struct fsck *f, int final)
 struct pass_walk {
 	struct fsck_walk *w;
 	enum kv_db db;
-	size_t kmin, kmax;
 	enum fsck_pr bad_key;
 	fsck_record_fn *fn;
 };
@@ -63,18 +62,17 @@ struct pass_walk {
 static int pass_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
 {
 	struct pass_walk *p = arg;
+	struct fsck_rec r = {.k = k, .kl = kl, .v = v, .vl = vl};
 
 	fsck_tick(p->w->f, 1);
-	if (kl < p->kmin || kl > p->kmax)
+	if (kl > KV_KEY_MAX || kv_key_decode(p->db, k, kl, &r.key))
 		return fsck_bad_key(p->w->f, p->bad_key, p->db, k, kl);
-	return p->fn(p->w, k, kl, v, vl);
+	return p->fn(p->w, &r);
 }
 
-int fsck_walk(struct fsck_walk *w, enum kv_db db, size_t kmin, size_t kmax, enum fsck_pr bad_key,
-	      fsck_record_fn *fn)
+int fsck_walk(struct fsck_walk *w, enum kv_db db, enum fsck_pr bad_key, fsck_record_fn *fn)
 {
-	struct pass_walk p = {.w = w, .db = db, .kmin = kmin, .kmax = kmax, .bad_key = bad_key,
-			      .fn = fn};
+	struct pass_walk p = {.w = w, .db = db, .bad_key = bad_key, .fn = fn};
 
 	return walk_records(w->f->txn, db, NULL, 0, pass_record, &p);
 }
@@ -247,26 +245,25 @@ static int apply_root(kv_txn *t)
 
 static int apply_del_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
 {
-	unsigned char pfx[8], key[512];
+	unsigned char pfx[KV_KEY_MAX], key[512]; /* any key LMDB stores */
+	size_t plen = kv_key_prefix(ino, pfx), kl, vl;
 	const void *k, *v;
-	size_t kl, vl;
 	kv_iter *it;
 	int rc;
 
-	kv_key_put_u64(pfx, ino);
 	rc = kv_iter_open(t, db, &it);
 	if (rc)
 		return rc;
 	for (;;) {
 		/* seek again after every delete: the cursor is not trusted across one */
-		rc = kv_iter_seek(it, pfx, sizeof(pfx));
+		rc = kv_iter_seek(it, pfx, plen);
 		if (rc == 0)
 			rc = kv_iter_next(it, &k, &kl, &v, &vl);
 		if (rc == -ENOENT) {
 			rc = 0;
 			break;
 		}
-		if (rc || kl < 8 || kl > sizeof(key) || kv_key_u64(k) != ino)
+		if (rc || kl < plen || kl > sizeof(key) || memcmp(k, pfx, plen) != 0)
 			break;
 		memcpy(key, k, kl);
 		rc = kv_raw_del(t, db, key, kl);
@@ -279,15 +276,15 @@ static int apply_del_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
 
 static int apply_list(kv_txn *t, struct fix *x)
 {
-	unsigned char key[16];
+	const struct kv_key k = {.ino = x->u.list.dir, .hash = x->u.list.hash};
+	unsigned char key[KV_KEY_MAX];
+	size_t kl = kv_key_encode(KV_DB_DIRENT, &k, key);
 	int rc;
 
-	kv_key_put_u64(key, x->u.list.dir);
-	kv_key_put_u64(key + 8, x->u.list.hash);
 	if (x->u.list.vlen)
-		rc = kv_raw_put(t, KV_DB_DIRENT, key, sizeof(key), x->u.list.val, x->u.list.vlen);
+		rc = kv_raw_put(t, KV_DB_DIRENT, key, kl, x->u.list.val, x->u.list.vlen);
 	else
-		rc = kv_raw_del(t, KV_DB_DIRENT, key, sizeof(key));
+		rc = kv_raw_del(t, KV_DB_DIRENT, key, kl);
 	if (rc == -ENOENT)
 		rc = 0;
 	for (unsigned i = 0; rc == 0 && i < x->u.list.nrefile; i++) {
