@@ -159,7 +159,7 @@ enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, con
 {
 	const unsigned char *p = val;
 
-	*len = vlen > KV_CSUM_LEN ? vlen - KV_CSUM_LEN : 0;
+	*len = kv_block_len(vlen);
 	if (vlen <= KV_CSUM_LEN || vlen > bs + KV_CSUM_LEN)
 		return KV_BLOCK_BAD_LEN;
 	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len))
@@ -244,4 +244,9 @@ size_t kv_key_prefix(uint64_t ino, void *buf)
 {
 	kv_put_be64(buf, ino);
 	return 8;
+}
+
+size_t kv_block_len(size_t vlen)
+{
+	return vlen > KV_CSUM_LEN ? vlen - KV_CSUM_LEN : 0;
 }

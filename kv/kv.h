@@ -458,6 +458,10 @@ int kv_decode_dirent(const void *val, size_t vlen, size_t *off, struct kv_dirent
  * Lists are entries back to back in slot order (docs/FORMAT.md). */
 #define KV_DIRENT_LEN(namelen) (11 + (size_t)(namelen))
 size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de);
+/* The data bytes a block value of vlen bytes holds before its checksum: 0
+ * when it is too short to hold one. The shape only, no checksum computed;
+ * an image of block size B stores 1 to B data bytes a block. */
+size_t kv_block_len(size_t vlen);
 /* Check a data block value against its key: 0 and *len (its data bytes),
  * -EIO on a bad length or checksum. *len is set also then: the data bytes
  * the value holds before its checksum, 0 when too short to hold one. */

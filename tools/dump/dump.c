@@ -398,8 +398,7 @@ static void count_block(struct dump *d, struct counts *c, const unsigned char *k
 	(void)kl;
 	(void)v;
 	c->blocks++;
-	if (vl > 8)
-		c->block_bytes += vl - 8;
+	c->block_bytes += kv_block_len(vl);
 }
 
 static void count_xattr(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,

@@ -23,8 +23,6 @@
 
 #include "fsck.h"
 
-#define CSUM_LEN 8
-
 static int check_count(struct fsck *f, struct fino *fi, uint64_t counted)
 {
 	struct pctx p = {.ino = fi->ino, .num = fi->nblocks, .num2 = counted};
@@ -64,7 +62,8 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 	if (off >= fi->size)
 		return drop(f, PR_BLOCK_PAST_EOF, &p, r);
 	p.num2 = off;
-	if (vl <= CSUM_LEN || vl > (size_t)f->bs + CSUM_LEN)
+	len = kv_block_len(vl);
+	if (len == 0 || len > f->bs)
 		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
 	if (kv_check_block(f->env, fi->ino, idx, r->v, vl, &len) != 0)
 		return drop(f, PR_BLOCK_CSUM, &p, r);
