@@ -77,7 +77,7 @@ int fs_do_lookup(uint64_t parent, const char *name, struct stat *out)
 	if (n.len > KV_NAME_MAX)
 		return -ENAMETOOLONG;
 	/* the kernel forgot the inode and takes its times from here */
-	rc = fs_attr_read(find_name, &n, &in);
+	rc = fs_attr_read(parent, find_name, &n, &in);
 	if (rc)
 		return rc;
 	fs_attr_fill(&in, out);
@@ -691,12 +691,12 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	struct kv_dirent de;
 	struct stat st;
 	struct fs_dirent d = {.name = name, .attr = plus ? &st : NULL};
-	uint64_t cookie;
+	uint64_t cookie, at; /* the last entry listed; the one read */
 	kv_txn *t;
 	int rc;
 
 	/* the entries' times are the kernel's from here */
-	rc = plus ? fs_attr_read_begin(&t) : fs_read_begin(&t);
+	rc = plus ? fs_attr_read_begin(ino, &t) : fs_read_begin(ino, &t);
 	if (rc)
 		return rc;
 	rc = kv_inode_get(t, ino, &dir);
@@ -704,8 +704,19 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 		rc = -ENOTDIR;
 	if (rc || list_dots(ino, &dir, off, emit, arg))
 		goto read_end;
-	cookie = off >= KV_COOKIE_FIRST ? off : 0;
-	while ((rc = kv_dir_next(t, ino, &cookie, &de)) == 0) {
+	cookie = at = off >= KV_COOKIE_FIRST ? off : 0;
+	while ((rc = kv_dir_next(t, ino, &at, &de)) == 0) {
+		if (plus && kv_read_changed(t, de.ino)) {
+			/* an entry changed in the open window: the rest of the
+			 * listing from there is read in the window */
+			fs_read_end(t);
+			rc = fs_read_begin_window(&t);
+			if (rc)
+				return rc;
+			at = cookie;
+			continue;
+		}
+		cookie = at;
 		memcpy(name, de.name, de.namelen);
 		name[de.namelen] = '\0';
 		if (plus) {

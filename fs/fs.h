@@ -36,6 +36,7 @@ struct fs_config {
 	const char *mountpoint;
 	enum kv_durability durability;
 	unsigned commit_ms;     /* make commits durable this long after at most */
+	unsigned window_ms;     /* acknowledge on apply, commit within (kv/window.c) */
 	uint64_t max_size;
 	enum fs_atime atime;
 	double timeout;         /* entry and attribute cache, seconds */
@@ -69,14 +70,26 @@ extern struct fs fs;
 #ifndef NDEBUG
 extern __thread int fs_reading;
 #endif
-static inline int fs_read_begin(kv_txn **t)
+static inline int fs_counted(int rc)
 {
-	int rc = kv_read_begin(fs.env, t);
 #ifndef NDEBUG
 	if (rc == 0)
 		fs_reading++;
 #endif
 	return rc;
+}
+
+/* A read of inode ino's records that sees every change acknowledged before
+ * it (kv_read_begin_ino: the open window when ino changed there). */
+static inline int fs_read_begin(uint64_t ino, kv_txn **t)
+{
+	return fs_counted(kv_read_begin_ino(fs.env, ino, t));
+}
+
+/* The same for inodes not known beforehand (a listing's, the orphans). */
+static inline int fs_read_begin_window(kv_txn **t)
+{
+	return fs_counted(kv_read_begin_window(fs.env, t));
 }
 
 static inline void fs_read_end(kv_txn *t)
@@ -119,10 +132,14 @@ static inline int fs_settle(void)
  * The read paths allocate nothing. */
 typedef int (*fs_find_fn)(kv_txn *t, const void *arg, struct kv_inode *in);
 /* find's result (0 or -errno) with *in read once nothing was pending for
- * it; in->inline_data is cleared (the transaction has ended). */
-int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in);
+ * it; in->inline_data is cleared (the transaction has ended). The read
+ * begins for inode from (the one find starts at), and is done again in the
+ * open window when the inode found changed there. */
+int fs_attr_read(uint64_t from, fs_find_fn find, const void *arg, struct kv_inode *in);
 int fs_attr_get(uint64_t ino, struct kv_inode *in);
-int fs_attr_read_begin(kv_txn **t);
+/* The read transaction of a listing of directory dir that gives the
+ * attributes of inodes not known before (readdirplus). */
+int fs_attr_read_begin(uint64_t dir, kv_txn **t);
 void fs_attr_fill(const struct kv_inode *in, struct stat *st);
 /* An entry reply's parameters for attributes st (a handler's). */
 void fs_fill_entry(const struct stat *st, struct fuse_entry_param *e);

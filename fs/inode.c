@@ -138,7 +138,7 @@ int fs_purge_orphans(void)
 	if (kv_is_readonly(fs.env))
 		return 0;
 	for (;;) {
-		rc = fs_read_begin(&t);
+		rc = fs_read_begin_window(&t); /* the window's orphans too */
 		if (rc)
 			return rc;
 		rc = kv_orphan_next(t, ino, &next);
@@ -231,7 +231,7 @@ void fs_maybe_touch_atime(const struct kv_inode *in)
 
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in)
 {
-	int rc = fs_read_begin(t);
+	int rc = fs_read_begin(ino, t);
 
 	if (rc)
 		return rc;
@@ -259,19 +259,25 @@ static int find_ino(kv_txn *t, const void *arg, struct kv_inode *in)
 /* Read first, settle after: while nothing is pending (nearly always) the
  * rule costs one atomic load; when something was, it is committed now and
  * the inode read again. */
-int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in)
+int fs_attr_read(uint64_t from, fs_find_fn find, const void *arg, struct kv_inode *in)
 {
-	int rc, settled = 0;
+	int rc, settled = 0, window = 0, again;
 	kv_txn *t;
 
 	assert(fs_reading == 0); /* it may wait on the writer (session.c, 4) */
 	for (;;) {
-		rc = fs_read_begin(&t);
+		rc = window ? fs_read_begin_window(&t) : fs_read_begin(from, &t);
 		if (rc)
 			return rc;
 		rc = find(t, arg, in);
+		/* found through an inode that did not change: it did */
+		again = rc == 0 && !window && kv_read_changed(t, in->ino);
 		in->inline_data = NULL; /* into the map: gone with the transaction */
 		fs_read_end(t);
+		if (again) {
+			window = 1;
+			continue;
+		}
 		if (rc || settled || !fs_pending_settle(in->ino))
 			return rc;
 		settled = 1;
@@ -280,16 +286,16 @@ int fs_attr_read(fs_find_fn find, const void *arg, struct kv_inode *in)
 
 int fs_attr_get(uint64_t ino, struct kv_inode *in)
 {
-	return fs_attr_read(find_ino, &ino, in);
+	return fs_attr_read(ino, find_ino, &ino, in);
 }
 
 /* The inodes are not known before the listing finds them: settling them all
  * commits early what would have been committed within KV_LAZY_MS anyway. */
-int fs_attr_read_begin(kv_txn **t)
+int fs_attr_read_begin(uint64_t dir, kv_txn **t)
 {
 	assert(fs_reading == 0);
 	fs_pending_settle(0);
-	return fs_read_begin(t);
+	return fs_read_begin(dir, t);
 }
 
 /* Less room than one write request brings. */
@@ -411,7 +417,8 @@ static int setattr_lazily(uint64_t ino, const struct stat *at, int to_set, int o
 {
 	struct fs_pending p = {.ino = ino, .what = FS_PENDING_TIMES};
 
-	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL ||
+	/* with a window every change is told once applied: nothing to save */
+	if (!fs.cfg.writeback || fs.cfg.durability == KV_DURABLE_FULL || fs.cfg.window_ms ||
 	    (to_set & ~(FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
 		return 0;
 	/* *out is what is committed, then this update: a SETATTR of ctime

@@ -133,6 +133,7 @@ static int open_store(void)
 		.durability = fs.cfg.durability,
 		.max_size = fs.cfg.max_size,
 		.sync_interval_ms = fs.cfg.commit_ms,
+		.window_ms = fs.cfg.window_ms,
 	};
 	char err[512];
 	int rc;

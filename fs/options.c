@@ -26,6 +26,7 @@ struct cli {
 	char *durability;
 	char *max_size;
 	char *commit;
+	char *window;
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
 	int help, version;
@@ -38,11 +39,16 @@ enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATI
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
 #define FS_RO_TIMEOUT 1.0 /* seconds: the cache timeout of a read-only mount */
+/* The window of the fsync and none modes (kv/window.c): a change is told
+ * once applied, and committed within this many milliseconds */
+#define FS_WINDOW_MS 5
+#define FS_WINDOW_MS_MAX 60000
 
 static const struct fuse_opt cli_spec[] = {
 	{"durability=%s", offsetof(struct cli, durability), 0},
 	{"max_size=%s", offsetof(struct cli, max_size), 0},
 	{"commit=%s", offsetof(struct cli, commit), 0},
+	{"window=%s", offsetof(struct cli, window), 0},
 	{"timeout=%s", offsetof(struct cli, timeout), 0},
 	{"max_write=%s", offsetof(struct cli, max_write), 0},
 	{"threads=%s", offsetof(struct cli, threads), 0},
@@ -140,6 +146,9 @@ static void usage(FILE *f)
 "                           interval make changes durable\n"
 "                         none: fastest, for scratch data: safe against a killed\n"
 "                           daemon, not against an OS crash or power loss\n"
+"  -o window=MS           fsync and none modes: a change is acknowledged once\n"
+"                         applied, and committed within MS milliseconds\n"
+"                         (default 5; 0: committed before it is acknowledged)\n"
 "  -o commit=SECONDS      fsync and none modes: make changes durable at most\n"
 "                         this long after they are made (default 5; 0: only\n"
 "                         on fsync)\n"
@@ -221,7 +230,8 @@ static int parse_limits(const struct cli *c, double *timeout, unsigned *max_writ
 	return 0;
 }
 
-/* durability, max_size and commit: 0, or 2 after saying which was wrong. */
+/* durability, max_size, commit and window: 0, or 2 after saying which was
+ * wrong. */
 static int parse_modes(const struct cli *c, uint64_t *commit)
 {
 	fs.cfg.durability = KV_DURABLE_NORMAL;
@@ -243,6 +253,16 @@ static int parse_modes(const struct cli *c, uint64_t *commit)
 	if (c->commit && size_parse(c->commit, commit)) {
 		fprintf(stderr, "kvfs: commit '%s' is not a number of seconds\n", c->commit);
 		return 2;
+	}
+	if (c->window) {
+		uint64_t ms;
+
+		if (size_parse(c->window, &ms) || ms > FS_WINDOW_MS_MAX) {
+			fprintf(stderr, "kvfs: window must be 0 to %d milliseconds, not '%s'\n",
+				FS_WINDOW_MS_MAX, c->window);
+			return 2;
+		}
+		fs.cfg.window_ms = (unsigned)ms;
 	}
 	return 0;
 }
@@ -280,6 +300,7 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	int rc;
 
 	fs.cfg.atime = FS_ATIME_RELATIME;
+	fs.cfg.window_ms = FS_WINDOW_MS;
 	if (fuse_opt_parse(args, c, cli_spec, cli_proc) != 0) {
 		fprintf(stderr, "kvfs: see 'kvfs --help' for the options\n");
 		return 2;
@@ -331,6 +352,7 @@ int fs_options_parse(struct fuse_args *args)
 	free(c.durability);
 	free(c.max_size);
 	free(c.commit);
+	free(c.window);
 	free(c.timeout);
 	free(c.max_write);
 	free(c.threads);

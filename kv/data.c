@@ -201,6 +201,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	uint64_t pos = off, end, first_sum;
 	int mrc, rc;
 
+	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	if (off > KV_FILE_MAX || len > KV_FILE_MAX - off)
@@ -326,6 +327,7 @@ int kv_data_truncate(kv_txn *t, struct kv_inode *in, uint64_t size)
 {
 	int rc = 0;
 
+	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	if (size > KV_FILE_MAX)
@@ -341,6 +343,7 @@ int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
 {
 	uint64_t end;
 
+	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	if (off >= in->size || len == 0)
@@ -361,6 +364,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	size_t blen;
 	int mrc, rc;
 
+	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	if (end > in->size)

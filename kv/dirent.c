@@ -116,6 +116,7 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	size_t off = 0, ins;
 	int rc = check_name(name, len), mrc, slot;
 
+	kv_win_mark(t, dir); /* window.c invariant 3 */
 	if (rc)
 		return rc;
 	if (!t->write)
@@ -210,6 +211,7 @@ int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
+	kv_win_mark(t, dir); /* window.c invariant 3 */
 	return rc ? rc : list_splice(t, &k, &v, e.off, e.len, NULL, 0);
 }
 
@@ -221,6 +223,7 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
+	kv_win_mark(t, dir); /* window.c invariant 3 */
 	if (rc)
 		return rc;
 	e.de.ino = ino;

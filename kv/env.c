@@ -520,6 +520,8 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->durability = o->durability;
 	e->max_size = o->max_size & ~4095ULL;
 	e->sync_interval_ms = o->sync_interval_ms;
+	if (!e->readonly && e->durability != KV_DURABLE_FULL)
+		e->window_ms = o->window_ms;
 	e->path = strdup(path);
 	rc = e->path ? open_file(e, err, errlen) : -ENOMEM;
 	if (!rc)
@@ -599,6 +601,8 @@ int kv_sync(kv_env *e)
 	 * disk's cache per fsync(2) (bench: random write + fsync). */
 	if (e->readonly || e->durability == KV_DURABLE_FULL)
 		return 0;
+	if (e->window_ms) /* the window's commit, then its sync (window.c) */
+		return kv_write(e, kv_apply_nothing, NULL, KV_OP_SYNC);
 	return kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
 }
 
@@ -659,7 +663,7 @@ int kv_map_resize(kv_env *e, uint64_t bytes)
 	int mrc;
 
 	/* invariant 4: a txn of our own would deadlock here or be moved away */
-	assert(!kv_reading(e) && !(kv_role_mine(e) && e->w_txn));
+	assert(!kv_reading(e) && !(kv_role_mine(e) && (e->w_txn || e->win)));
 	pthread_rwlock_wrlock(&e->map_lock);
 	mrc = mdb_env_set_mapsize(e->env, bytes);
 	pthread_rwlock_unlock(&e->map_lock);
@@ -719,7 +723,7 @@ static struct kv_reader *reader_get(kv_env *e)
 	return r;
 }
 
-int kv_read_begin(kv_env *e, kv_txn **out)
+static int read_begin(kv_env *e, kv_txn **out)
 {
 	struct kv_reader *r = reader_get(e);
 	int mrc, rc;
@@ -758,14 +762,49 @@ int kv_read_begin(kv_env *e, kv_txn **out)
 	return 0;
 }
 
+int kv_read_begin(kv_env *e, kv_txn **out)
+{
+	/* window.c invariant 3: the count of commits as of before the snapshot */
+	uint64_t gen = atomic_load_explicit(&e->win_gen, memory_order_acquire);
+	int rc = read_begin(e, out);
+
+	if (rc == 0)
+		(*out)->gen = gen;
+	return rc;
+}
+
+int kv_reader_on(kv_env *e, MDB_txn *w, kv_txn **out)
+{
+	struct kv_reader *r = reader_get(e);
+
+	if (!r)
+		return -ENOMEM; /* the role is the caller's to let go */
+	assert(!r->active);
+	r->t.snap = r->t.txn;
+	r->t.txn = w;
+	r->t.in_window = 1;
+	r->active = 1;
+	*out = &r->t;
+	return 0;
+}
+
 void kv_read_end(kv_txn *t)
 {
 	struct kv_reader *r = (struct kv_reader *)t;
+	int in_window = t->in_window;
 
 	assert(!t->write && kv_txn_mine(t));
+	if (in_window == 1) { /* the window, read with the role held */
+		t->txn = t->snap;
+		r->active = 0;
+		kv_win_leave(t);
+		return;
+	}
 	mdb_txn_reset(t->txn);
 	r->active = 0;
 	pthread_rwlock_unlock(&t->env->map_lock);
+	if (in_window)
+		kv_win_leave(t);
 }
 
 #ifndef NDEBUG
@@ -790,6 +829,12 @@ MDB_cursor *kv_cursor(kv_txn *t, enum kv_db db, int *rc)
 
 	assert(kv_txn_mine(t));
 	*rc = 0;
+	if (t->in_window == 1) { /* cursors on the window, closed with it */
+		if (!t->wcur[db])
+			*rc = kv_err(t, mdb_cursor_open(t->txn, t->env->dbi[db], &t->wcur[db]),
+				     "open cursor");
+		return t->wcur[db];
+	}
 	if (c && (t->cur_stale & (1u << db))) {
 		*rc = kv_err(t, mdb_cursor_renew(t->txn, c), "renew cursor");
 		if (*rc)

@@ -51,6 +51,7 @@ int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 	MDB_val k = ino_key(kb, in->ino), v;
 	int rc;
 
+	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	if (in->inline_len > KV_SYMLINK_MAX)
@@ -121,6 +122,7 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 	MDB_val k = ino_key(kb, ino);
 	int mrc, rc;
 
+	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
 	rc = delete_prefix(t, KV_DB_DATA, ino);

@@ -90,6 +90,10 @@ struct kv_open_opts {
 	uint64_t max_size;             /* largest the image may grow, bytes; 0: no limit */
 	unsigned sync_interval_ms;     /* KV_DURABLE_NORMAL/NONE: make commits durable at
 	                                  most this long after they happen; 0: never */
+	unsigned window_ms;            /* KV_DURABLE_NORMAL/NONE: acknowledge a change once
+	                                  it is applied in the open window, and commit
+	                                  the window within this many ms (window.c);
+	                                  0: commit every batch before its ops are told */
 };
 
 struct kv_mkfs_opts {
@@ -205,12 +209,27 @@ int kv_sync(kv_env *env);
 /* The calling thread's read transaction (not nested: end it first).
  * -EAGAIN, -ENOMEM, -EIO. */
 int kv_read_begin(kv_env *env, kv_txn **out);
+/* A read of inode ino's records (its inode, its data and xattrs; a
+ * directory's entries) that sees every change told before it began, also
+ * those the open window holds (window.c): the thread's snapshot when ino did
+ * not change since the last commit, else the window itself (the writer's
+ * role held until kv_read_end: the thread holds no other read txn, and
+ * waits for no lock or request until then). Same errors as kv_read_begin. */
+int kv_read_begin_ino(kv_env *env, uint64_t ino, kv_txn **out);
+/* Whether a read of ino in txn (begun by kv_read_begin_ino for another
+ * inode) could miss a change told before it began: then end it and read
+ * again with kv_read_begin_ino(ino) or kv_read_begin_window. */
+int kv_read_changed(kv_txn *txn, uint64_t ino);
+/* The window itself (or a snapshot, without one): for a read of inodes not
+ * known beforehand, such as a listing's. */
+int kv_read_begin_window(kv_env *env, kv_txn **out);
 void kv_read_end(kv_txn *txn);
 
 typedef int (*kv_apply_fn)(kv_txn *txn, void *arg);
 typedef void (*kv_done_fn)(void *arg, int rc);
 
 #define KV_OP_SYNC 1    /* make the batch durable before done() */
+#define KV_OP_COMMIT 8  /* commit the open window before done() (window.c) */
 #define KV_OP_RESERVE 2 /* a change that frees space (unlink, rmdir, truncate,
                            punch, an orphan's purge): may use the reserve an
                            image keeps so that deleting works when it is full

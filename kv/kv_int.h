@@ -53,6 +53,11 @@ struct kv_txn {
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
 	unsigned inl_next;         /* write txns: the next env->ibuf slot */
 	int over;                  /* write txns: past the room for ordinary changes */
+	/* read txns beside an open window (window.c): */
+	uint64_t gen;              /* env->win_gen when it began */
+	int in_window;             /* reading the window, the writer's role held */
+	MDB_txn *snap;             /* the thread's own txn meanwhile */
+	MDB_cursor *wcur[KV_NDB];  /* cursors on the window */
 };
 
 /* An op reads the inline data (symlink targets) of at most two inodes (a
@@ -103,6 +108,24 @@ struct kv_env {
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
 	MDB_txn *w_txn;           /* the batch transaction while it is open */
 
+	/* the window (window.c), durability fsync and none when window_ms */
+	unsigned window_ms;       /* set at open: 0 for no window */
+	MDB_txn *win;             /* the role's: the open window, begun and ended by
+	                             the writer thread */
+	int win_dirty;            /* the role's: changes applied since it began */
+	struct timespec win_start; /* the role's: when the first one was */
+	uint64_t win_bytes;       /* the role's: file data applied in it */
+	uint64_t win_pages;       /* the role's: pages its changes may take, estimated */
+	uint64_t win_room;        /* the role's: pages it may take before it commits */
+	int win_commit;           /* q_lock: commit it now (size, a sync) */
+	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
+	                             -errno, and the store takes no more changes */
+	int role_waiters;         /* q_lock: readers waiting for the role */
+	pthread_cond_t role_cond; /* q_lock: the role came free */
+	_Atomic uint64_t win_gen; /* commits so far (readers compare it) */
+#define KV_WIN_BITS 65536
+	_Atomic uint64_t win_bits[KV_WIN_BITS / 64]; /* inodes changed in the window */
+
 	/* flusher (flusher.c) */
 	pthread_t flusher;
 	pthread_mutex_t f_lock;
@@ -126,6 +149,17 @@ struct kv_env {
 	int in_reserve;           /* the role's: running an op in the reserve */
 	int touched;              /* the role's: the last commit was run_touch's */
 };
+
+/* The window (window.c). Mark ino changed in the open window (write txns;
+ * nothing without a window). */
+void kv_win_mark(kv_txn *txn, uint64_t ino);
+/* Before a read of ino's records in a read txn: 0 to read them in txn as
+ * it is, or after switching it to the window, when ino changed there or a
+ * commit came since txn began (the writer's role is then held until
+ * kv_read_end); -errno. */
+int kv_win_route(kv_txn *txn, uint64_t ino);
+/* kv_read_end's part: let go of the window. */
+void kv_win_leave(kv_txn *txn);
 
 /* How far the image may grow now (room.c). */
 struct kv_room {

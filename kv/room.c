@@ -142,7 +142,7 @@ uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
 	MDB_envinfo info;
 	uint64_t extent, used;
 
-	assert(kv_role_mine(e) && txn == e->w_txn); /* invariant 3: the role's fields */
+	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win)); /* invariant 3 */
 	mdb_env_info(e->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	/* far from full: what lies past the extent is room enough to tell */
@@ -165,7 +165,7 @@ uint64_t kv_room_avail(kv_env *e)
 
 int kv_room_over(kv_env *e, MDB_txn *txn)
 {
-	assert(kv_role_mine(e) && txn == e->w_txn);
+	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win));
 	return e->room_tight && in_use(e, txn) >= e->room_use_max;
 }
 
@@ -199,7 +199,7 @@ int kv_room_update(kv_env *e)
 	uint64_t step;
 	int shrunk = 0;
 
-	assert(kv_role_mine(e) && !e->w_txn); /* invariant 3: between transactions */
+	assert(kv_role_mine(e) && !e->w_txn && !e->win); /* invariant 3: between transactions */
 	if (!e->room_anchor) { /* the first, as the writer starts */
 		mdb_env_info(e->env, &info);
 		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -229,7 +229,7 @@ void kv_room_check(kv_env *e)
 {
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn);
+	assert(kv_role_mine(e) && !e->w_txn && !e->win);
 	mdb_env_info(e->env, &info);
 	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= e->room_next)
 		kv_room_update(e);
@@ -240,7 +240,7 @@ int kv_map_grow(kv_env *e)
 	uint64_t limit = atomic_load(e->in_reserve ? &e->room_hard : &e->room_cap), next;
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn);
+	assert(kv_role_mine(e) && !e->w_txn && !e->win);
 	mdb_env_info(e->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;

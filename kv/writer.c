@@ -60,7 +60,7 @@ int kv_role_mine(const kv_env *e)
 #endif
 
 /* Take the writer's role (q_lock held; the role is free). */
-static void role_take(kv_env *e)
+void kv_role_take(kv_env *e)
 {
 	assert(!e->w_busy);
 	e->w_busy = 1;
@@ -77,6 +77,18 @@ static void role_drop(kv_env *e)
 #ifndef NDEBUG
 	role_held = NULL;
 #endif
+}
+
+void kv_finish_all(struct kv_op *op, int rc)
+{
+	while (op) {
+		struct kv_op *next = op->next;
+
+		op->rc = rc;
+		if (op->done)
+			op->done(op->arg, rc);
+		op = next;
+	}
 }
 
 static void finish(struct kv_op *from, struct kv_op *to)
@@ -283,12 +295,9 @@ static int commit_short(kv_env *e, enum short_of why, int *host_retried)
 /* After the commit of the ops from start to stop: the role's accounts, the
  * flusher's kick, the room, and the sync the ops asked for (the sync's
  * error goes to the ops that asked). */
-static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
+void kv_after_commit(kv_env *e)
 {
-	struct kv_op *op;
-	int rc, sync = 0;
-
-	assert(kv_role_mine(e) && !e->w_txn);
+	assert(kv_role_mine(e) && !e->w_txn && !e->win);
 	e->touched = 0;
 	e->unsynced = e->durability != KV_DURABLE_FULL;
 	if (e->wb_bytes >= KV_FLUSH_KICK) {
@@ -297,6 +306,14 @@ static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
 		kv_flusher_kick(e);
 	}
 	kv_room_check(e);
+}
+
+static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
+{
+	struct kv_op *op;
+	int rc, sync = 0;
+
+	kv_after_commit(e);
 	for (op = start; op != stop; op = op->next)
 		sync |= op->flags & KV_OP_SYNC;
 	if (!sync || e->durability == KV_DURABLE_FULL)
@@ -384,7 +401,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	int rc;
 
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
-	assert(kv_role_mine(e) && e->writer_running && !e->w_txn);
+	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
 	rc = kv_err(NULL, mdb_txn_begin(e->env, NULL, 0, &parent), "begin batch");
 	if (rc) {
 		for (op = start; op; op = op->next)
@@ -424,10 +441,13 @@ static void run_batch(kv_env *e, struct kv_op *start)
 		start = batch_try(e, start, &b);
 }
 
-enum { W_NONE, W_SYNC, W_LAZY }; /* e->w_timed */
+void kv_run_batch(kv_env *e, struct kv_op *start)
+{
+	run_batch(e, start);
+}
 
 /* Everything queued as one batch, the lazy ops first (q_lock held). */
-static struct kv_op *take_queue(kv_env *e)
+struct kv_op *kv_take_queue(kv_env *e)
 {
 	struct kv_op *batch = e->q_head;
 
@@ -445,22 +465,30 @@ static struct kv_op *take_queue(kv_env *e)
 static int writer_needs_wake(kv_env *e)
 {
 	/* unsynced is the role's: read only while nobody holds it */
-	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != W_LAZY) ||
-	       (e->w_timed == W_NONE && !e->w_busy && e->sync_interval_ms && e->unsynced);
+	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != KV_W_LAZY) ||
+	       (e->w_timed == KV_W_NONE && !e->w_busy && e->sync_interval_ms && e->unsynced) ||
+	       e->win_commit || (!e->w_busy && e->win_dirty && e->w_timed != KV_W_WINDOW);
+}
+
+void kv_role_release_locked(kv_env *e)
+{
+	role_drop(e);
+	if (writer_needs_wake(e))
+		pthread_cond_signal(&e->q_cond);
+	if (e->role_waiters)
+		pthread_cond_broadcast(&e->role_cond);
 }
 
 /* Give up the writer's role (held by the caller). */
 static void role_release(kv_env *e)
 {
 	pthread_mutex_lock(&e->q_lock);
-	role_drop(e);
-	if (writer_needs_wake(e))
-		pthread_cond_signal(&e->q_cond);
+	kv_role_release_locked(e);
 	pthread_mutex_unlock(&e->q_lock);
 }
 
 /* Wait up to ms for a signal (q_lock held); 1 when the time ran out. */
-static int timed_wait(kv_env *e, unsigned ms, int kind)
+int kv_timed_wait(kv_env *e, unsigned ms, int kind)
 {
 	struct timespec ts;
 	int rc;
@@ -474,22 +502,22 @@ static int timed_wait(kv_env *e, unsigned ms, int kind)
 	}
 	e->w_timed = kind;
 	rc = pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts);
-	e->w_timed = W_NONE;
+	e->w_timed = KV_W_NONE;
 	return rc == ETIMEDOUT;
 }
 
 /* Make idle commits durable if nobody holds the role or queued work (q_lock
  * held; dropped during the sync). */
-static void idle_sync(kv_env *e)
+void kv_idle_sync(kv_env *e)
 {
 	if (e->w_busy || e->q_head || e->lazy_head || !e->unsynced)
 		return;
-	role_take(e);
+	kv_role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
 	if (mdb_env_sync(e->env, 1) == 0)
 		e->unsynced = 0;
 	pthread_mutex_lock(&e->q_lock);
-	role_drop(e);
+	kv_role_release_locked(e);
 }
 
 /* Wait until there is a batch for the writer thread (1) or it should end
@@ -506,11 +534,11 @@ static int writer_wait(kv_env *e)
 		if (e->q_stop)
 			return 0; /* drained, and no leader left */
 		if (e->lazy_head) {
-			if (timed_wait(e, KV_LAZY_MS, W_LAZY) && e->lazy_head && !e->w_busy)
+			if (kv_timed_wait(e, KV_LAZY_MS, KV_W_LAZY) && e->lazy_head && !e->w_busy)
 				return 1; /* no batch came to take it along */
 		} else if (e->unsynced && e->sync_interval_ms) {
-			if (timed_wait(e, e->sync_interval_ms, W_SYNC))
-				idle_sync(e);
+			if (kv_timed_wait(e, e->sync_interval_ms, KV_W_SYNC))
+				kv_idle_sync(e);
 		} else {
 			pthread_cond_wait(&e->q_cond, &e->q_lock);
 		}
@@ -521,11 +549,14 @@ static void *writer_main(void *arg)
 {
 	kv_env *e = arg;
 
+	if (e->window_ms)
+		return kv_window_main(e);
+
 	pthread_mutex_lock(&e->q_lock);
 	while (writer_wait(e)) {
-		struct kv_op *batch = take_queue(e);
+		struct kv_op *batch = kv_take_queue(e);
 
-		role_take(e);
+		kv_role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		pthread_mutex_lock(&e->q_lock);
@@ -560,8 +591,10 @@ int kv_writer_start(kv_env *e)
 	rc = e->wbuf && e->ibuf ? kv_flusher_start(e) : -ENOMEM;
 	if (rc)
 		goto free_bufs;
+	pthread_cond_init(&e->role_cond, NULL);
 	rc = kv_thread_start(&e->writer, &e->q_lock, &e->q_cond, writer_main, e);
 	if (rc) {
+		pthread_cond_destroy(&e->role_cond);
 		kv_flusher_stop(e);
 		goto free_bufs;
 	}
@@ -584,6 +617,7 @@ void kv_writer_stop(kv_env *e)
 	pthread_join(e->writer, NULL);
 	e->writer_running = 0;
 	pthread_cond_destroy(&e->q_cond);
+	pthread_cond_destroy(&e->role_cond);
 	pthread_mutex_destroy(&e->q_lock);
 	kv_flusher_stop(e);
 	kv_room_close(e);
@@ -622,7 +656,7 @@ int kv_submit_lazy(kv_env *e, struct kv_op *op)
 	return enqueue(e, op, &e->lazy_head, &e->lazy_tail, 1);
 }
 
-static int apply_nothing(kv_txn *t, void *arg)
+int kv_apply_nothing(kv_txn *t, void *arg)
 {
 	(void)t;
 	(void)arg;
@@ -635,11 +669,13 @@ int kv_settle(kv_env *e)
 
 	if (e->readonly || !e->writer_running)
 		return 0;
+	if (e->window_ms) /* what was applied, counted as committed */
+		return kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
 	pthread_mutex_lock(&e->q_lock);
 	lazy = e->lazy_head != NULL;
 	pthread_mutex_unlock(&e->q_lock);
 	/* a batch of its own runs after every lazy op queued before it */
-	return lazy ? kv_write(e, apply_nothing, NULL, 0) : 0;
+	return lazy ? kv_write(e, kv_apply_nothing, NULL, 0) : 0;
 }
 
 struct waiter {
@@ -678,8 +714,13 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		return -EROFS;
 	assert(!kv_reading(e)); /* invariant 6 */
 	assert(!kv_role_mine(e)); /* not from apply() or done(): the role is theirs */
+	if (e->window_ms && kv_win_lead(e, apply, arg, flags, &rc))
+		return rc;
 	pthread_mutex_lock(&e->q_lock);
-	if (!e->w_busy && !e->q_head && !e->q_stop) {
+	/* a batch of its own, unless a window is open (or its commit failed):
+	 * the window's writer thread holds LMDB's write lock */
+	if ((!e->window_ms || (!e->win && !e->win_failed)) && !e->w_busy && !e->q_head &&
+	    !e->q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
 		struct kv_op *batch;
 
@@ -687,8 +728,8 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		op.arg = arg;
 		op.done = NULL;
 		e->q_head = e->q_tail = &op; /* the queue was empty */
-		batch = take_queue(e);
-		role_take(e);
+		batch = kv_take_queue(e);
+		kv_role_take(e);
 		pthread_mutex_unlock(&e->q_lock);
 		run_batch(e, batch);
 		role_release(e);

@@ -8,6 +8,33 @@
 #include "kv_int.h"
 
 int kv_writer_start(kv_env *env);
+
+/* writer.c, for window.c: the role (q_lock held), the queue (q_lock held),
+ * batches (the role held, no transaction open), the upkeep after a commit,
+ * the writer thread's waits (q_lock held). */
+void kv_role_take(kv_env *env);
+/* Let go of the role; wake the writer thread and the readers waiting. */
+void kv_role_release_locked(kv_env *env);
+struct kv_op *kv_take_queue(kv_env *env);
+void kv_run_batch(kv_env *env, struct kv_op *start);
+/* Tell every op of the list rc. */
+void kv_finish_all(struct kv_op *op, int rc);
+void kv_after_commit(kv_env *env);
+enum { KV_W_NONE, KV_W_SYNC, KV_W_LAZY, KV_W_WINDOW }; /* env->w_timed */
+int kv_timed_wait(kv_env *env, unsigned ms, int kind);
+void kv_idle_sync(kv_env *env);
+/* An op that changes nothing: a sync or a commit waits for what was queued
+ * before it. */
+int kv_apply_nothing(kv_txn *txn, void *arg);
+
+/* window.c */
+void *kv_window_main(void *env);
+/* Apply an op into the open window on the calling thread, told at once
+ * (1, *rc its result), when the role is free and nothing is queued; 0: it
+ * is the writer thread's (queue it). */
+int kv_win_lead(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags, int *rc);
+/* A reader on txn w: the thread's reader struct set to read it (env.c). */
+int kv_reader_on(kv_env *env, MDB_txn *w, kv_txn **out);
 /* Start a thread with its lock and condition made first; -errno, with both
  * undone, when it cannot start (writer.c, flusher.c). */
 int kv_thread_start(pthread_t *th, pthread_mutex_t *lock, pthread_cond_t *cond,

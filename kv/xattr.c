@@ -103,6 +103,7 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 	MDB_val k, v;
 	int rc = kv_xattr_name_check(name, strlen(name));
 
+	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!rc)
 		rc = xattr_key(kb, ino, name, &k);
 	if (rc)
@@ -132,6 +133,7 @@ int kv_xattr_remove(kv_txn *t, uint64_t ino, const char *name)
 	MDB_val k;
 	int rc = xattr_key(kb, ino, name, &k);
 
+	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (rc)
 		return rc;
 	if (!t->write)

@@ -2,19 +2,24 @@
 # test_difftest.sh - the differential tester, bounded for CI (about a minute):
 # seeds 1..A on a default mount (writeback cache), then seeds A+1..B with
 # -o nowriteback, then a few with -o strictatime (kvfs updates atime on every
-# read it sees), each run against tmpfs and compared again after a remount.
+# read it sees), then some with a window of a minute, with and without the
+# writeback cache (every read meets changes told but not committed: the
+# window's read-your-writes), each run against tmpfs and compared again
+# after a remount.
 # Every seed must agree; a failure prints the seed and its reduced sequence.
 #
 #   bash test_difftest.sh DIFFTEST_BIN
 #
 # Environment: KVFS_BIN, MKFS_BIN; KVFS_DIFFTEST_SEEDS (default 85),
-# KVFS_DIFFTEST_NOWB_SEEDS (40) and KVFS_DIFFTEST_ATIME_SEEDS (8) seeds of
+# KVFS_DIFFTEST_NOWB_SEEDS (40), KVFS_DIFFTEST_ATIME_SEEDS (8) and
+# KVFS_DIFFTEST_WINDOW_SEEDS (12, twice) seeds of
 # KVFS_DIFFTEST_OPS (2000) ops each. Long runs: difftest --minutes 60 MNT/dir /dev/shm/dir by hand.
 . "$(dirname "$0")/../fs/lib.sh"
 BIN=$1
 WB=${KVFS_DIFFTEST_SEEDS:-85}
 NOWB=${KVFS_DIFFTEST_NOWB_SEEDS:-40}
 ATIME=${KVFS_DIFFTEST_ATIME_SEEDS:-8}
+WIN=${KVFS_DIFFTEST_WINDOW_SEEDS:-12}
 OPS=${KVFS_DIFFTEST_OPS:-2000}
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" != tmpfs ]; then
 	echo "SKIP: no tmpfs at /dev/shm for the reference"
@@ -51,3 +56,6 @@ kvfs_mkfs
 run 1 "$WB"
 run $((WB + 1)) $((WB + NOWB)) -o nowriteback
 run $((WB + NOWB + 1)) $((WB + NOWB + ATIME)) -o strictatime
+first=$((WB + NOWB + ATIME + 1))
+run "$first" $((first + WIN - 1)) -o window=60000
+run $((first + WIN)) $((first + 2 * WIN - 1)) -o window=60000,nowriteback

@@ -5,13 +5,19 @@
  *   crash_worker run DIR LOG SEED     work in DIR until the mount dies; each
  *                                     file fsync'd is appended to LOG (a file
  *                                     outside the mount) after fsync returns
- *   crash_worker check DIR LOG        every file in LOG has its size and
+ *   crash_worker check DIR LOG [SEED] every file in LOG has its size and
  *                                     bytes; every file under DIR reads
- *                                     without an error
+ *                                     without an error; with SEED, what the
+ *                                     run left is a prefix of its work
  *
  * Durable files are never renamed or removed by the workload; everything else
  * (unsynced files, renames, unlinks, directories, files unlinked while open)
- * may or may not survive, but must never read back as an error.
+ * may or may not survive, but must never read back as an error. And a change
+ * the mount acknowledged may be lost only with every change after it (the
+ * window commits in order, whole): the files of step j < k, where k is the
+ * last step any of whose files is there, are as the run left them (renamed,
+ * removed or there, with all their bytes), and no file ever has other bytes
+ * than it was written with (step k's may have none yet).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,19 +59,52 @@ static int dead(int err)
 	return err == ENOTCONN || err == ECONNABORTED || err == EIO || err == ENODEV;
 }
 
+#define FILE_MAX (256 * 1024)
+
+/* Step i of the run of a seed: the file it writes, and what it does then. */
+enum act { ACT_RENAME, ACT_UNLINK, ACT_DIR, ACT_ORPHAN, ACT_NONE, ACT_KEEP };
+struct step {
+	size_t len;
+	enum act act;
+};
+
+static struct step plan(uint64_t *s, unsigned long i)
+{
+	struct step p = {.len = rnd(s) % FILE_MAX};
+
+	if (i % 3 == 0) {
+		p.act = ACT_KEEP; /* fsync'd, then left alone */
+		return p;
+	}
+	switch (rnd(s) % 5) {
+	case 0: p.act = ACT_RENAME; break;
+	case 1: p.act = ACT_UNLINK; break;
+	case 2: p.act = ACT_DIR; break;
+	case 3: p.act = ACT_ORPHAN; break;
+	default: p.act = ACT_NONE; break;
+	}
+	return p;
+}
+
+static uint64_t plan_seed(uint64_t seed)
+{
+	return seed * 0x9E3779B97F4A7C15ULL + 1;
+}
+
 static int run(const char *dir, const char *logpath, uint64_t seed)
 {
-	static unsigned char buf[256 * 1024];
+	static unsigned char buf[FILE_MAX];
 	char name[4096], other[4096];
 	int logfd, keep = -1;
-	uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+	uint64_t s = plan_seed(seed);
 
 	logfd = open(logpath, O_WRONLY | O_APPEND | O_CREAT, 0644);
 	if (logfd < 0)
 		return 2;
 	for (unsigned long i = 0;; i++) {
-		size_t len = rnd(&s) % sizeof(buf);
-		int durable = i % 3 == 0, fd;
+		struct step p = plan(&s, i);
+		size_t len = p.len;
+		int durable = p.act == ACT_KEEP, fd;
 
 		snprintf(name, sizeof(name), "%s/%s.%llu.%lu", dir, durable ? "keep" : "tmp",
 			 (unsigned long long)seed, i);
@@ -86,22 +125,22 @@ static int run(const char *dir, const char *logpath, uint64_t seed)
 				return 2;
 			continue;
 		}
-		switch (rnd(&s) % 5) {
-		case 0:
+		switch (p.act) {
+		case ACT_RENAME:
 			snprintf(other, sizeof(other), "%s/ren.%llu.%lu", dir,
 				 (unsigned long long)seed, i);
 			rename(name, other);
 			break;
-		case 1:
+		case ACT_UNLINK:
 			unlink(name);
 			break;
-		case 2:
+		case ACT_DIR:
 			snprintf(other, sizeof(other), "%s/dir.%llu.%lu", dir,
 				 (unsigned long long)seed, i % 16);
 			if (mkdir(other, 0755) != 0 && errno == EEXIST)
 				rmdir(other);
 			break;
-		case 3: /* unlinked while open: an orphan until closed */
+		case ACT_ORPHAN: /* unlinked while open: an orphan until closed */
 			if (keep >= 0)
 				close(keep);
 			keep = open(name, O_RDWR);
@@ -160,9 +199,93 @@ static void read_tree(const char *path)
 	closedir(d);
 }
 
-static int check(const char *dir, const char *logpath)
+/* The file of step i as name (tmp, keep or ren), if there: 1 and its bytes
+ * checked against what it was written with (all of them: full), 0 when
+ * absent. */
+static int step_file(const char *dir, const char *kind, const char *orig, uint64_t seed,
+		     unsigned long i, size_t len, int full)
 {
-	static unsigned char want[256 * 1024], got[256 * 1024];
+	static unsigned char want[FILE_MAX], got[FILE_MAX + 1];
+	char name[4096];
+	struct stat st;
+	ssize_t r;
+	int fd;
+
+	snprintf(name, sizeof(name), "%s/%s.%llu.%lu", dir, kind, (unsigned long long)seed, i);
+	if (lstat(name, &st) != 0)
+		return 0;
+	fd = open(name, O_RDONLY);
+	r = fd >= 0 ? pread(fd, got, sizeof(got), 0) : -1;
+	if (fd >= 0)
+		close(fd);
+	content(orig, want, len);
+	if (r < 0 || (size_t)r > len || (full && (size_t)r != len) || memcmp(want, got, (size_t)r))
+		fail("%s: other bytes than written, or torn (%s)", name,
+		     full ? "an earlier step: all of them" : "the last step");
+	return 1;
+}
+
+/* The last step of seed's run any of whose files dir holds: 1 and *last,
+ * or 0 when none is there. */
+static int last_step(const char *dir, uint64_t seed, unsigned long *last)
+{
+	static const char *const kinds[] = {"tmp.", "keep.", "ren."};
+	char pre[64];
+	struct dirent *de;
+	int any = 0;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		for (int k = 0; k < 3; k++) {
+			size_t n = (size_t)snprintf(pre, sizeof(pre), "%s%llu.", kinds[k],
+						    (unsigned long long)seed);
+			if (strncmp(de->d_name, pre, n) == 0) {
+				unsigned long i = strtoul(de->d_name + n, NULL, 10);
+				if (!any || i > *last)
+					*last = i;
+				any = 1;
+			}
+		}
+	}
+	closedir(d);
+	return any;
+}
+
+/* What the run of seed left in dir is a prefix of its steps (see the top). */
+static void check_prefix(const char *dir, uint64_t seed)
+{
+	char name[4096], orig[4096];
+	uint64_t s = plan_seed(seed);
+	unsigned long last = 0;
+
+	if (!last_step(dir, seed, &last))
+		return;
+	for (unsigned long i = 0; i <= last; i++) {
+		struct step p = plan(&s, i);
+		const char *kind = p.act == ACT_KEEP ? "keep" : "tmp";
+		int full = i < last, there;
+
+		snprintf(orig, sizeof(orig), "%s/%s.%llu.%lu", dir, kind, (unsigned long long)seed, i);
+		there = step_file(dir, kind, orig, seed, i, p.len, full);
+		there += step_file(dir, "ren", orig, seed, i, p.len, full) * 2;
+		if (!full)
+			continue; /* the last step: any part of it */
+		snprintf(name, sizeof(name), "step %lu", i);
+		if (p.act == ACT_RENAME && there != 2)
+			fail("%s in %s: renamed, but not (only) under its new name", name, dir);
+		else if ((p.act == ACT_UNLINK || p.act == ACT_ORPHAN) && there)
+			fail("%s in %s: removed, but there", name, dir);
+		else if ((p.act == ACT_NONE || p.act == ACT_DIR || p.act == ACT_KEEP) && there != 1)
+			fail("%s in %s: lost while a later step survived", name, dir);
+	}
+	printf("seed %llu: steps 0..%lu checked as a prefix\n", (unsigned long long)seed, last);
+}
+
+static int check(const char *dir, const char *logpath, const char *seed)
+{
+	static unsigned char want[FILE_MAX], got[FILE_MAX];
 	char line[4200], name[4096];
 	size_t len, n = 0;
 	FILE *f = fopen(logpath, "r");
@@ -187,6 +310,8 @@ static int check(const char *dir, const char *logpath)
 		fclose(f);
 	}
 	read_tree(dir);
+	if (seed)
+		check_prefix(dir, strtoull(seed, NULL, 10));
 	printf("%zu fsync'd files checked, %d failures\n", n, failures);
 	return failures ? 1 : 0;
 }
@@ -195,8 +320,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "run"))
 		return run(argv[2], argv[3], strtoull(argv[4], NULL, 10));
-	if (argc == 4 && !strcmp(argv[1], "check"))
-		return check(argv[2], argv[3]);
-	fprintf(stderr, "usage: crash_worker run DIR LOG SEED | check DIR LOG\n");
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "check"))
+		return check(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+	fprintf(stderr, "usage: crash_worker run DIR LOG SEED | check DIR LOG [SEED]\n");
 	return 2;
 }

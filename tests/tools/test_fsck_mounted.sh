@@ -39,6 +39,9 @@ for i in $(seq 200); do echo "$i" >"$MNT/a/f$i"; done
 command -v setfattr >/dev/null && setfattr -n user.k -v v "$MNT/a/b/f"
 mv "$MNT/a/b" "$MNT/moved"
 rm "$MNT/a/f7"
+# what a snapshot holds is what was committed: the window, once an fsync
+# (here of the root directory) committed it
+sync "$MNT"
 
 run_fsck 0 "mounted: -n is clean" -n "$IMG"
 expect "mounted: -n saw the files" grep -q "inodes, 3 directories" "$T/out"
@@ -46,6 +49,7 @@ expect "mounted: -n saw the files" grep -q "inodes, 3 directories" "$T/out"
 # an open unlinked file: on the orphan list, a note only
 exec 3<"$MNT/big"
 rm "$MNT/big"
+sync "$MNT"
 run_fsck 0 "mounted, open unlinked file: -n is clean" -n "$IMG"
 expect "the orphan is a note" grep -q "^note: inode .*orphan with no links" "$T/out"
 

@@ -1,0 +1,528 @@
+/*
+ * window.c - acknowledge a change once it is applied, commit by window
+ * (durability fsync and none, with window_ms set at open).
+ *
+ * A power-safe LMDB commit costs a data sync, which is more than a whole
+ * FUSE request; so in these modes the writer thread keeps one write
+ * transaction open, the window, and ops are applied into it and told at
+ * once (done(), or kv_write's return). The window commits when window_ms
+ * has passed since its first change, when it grew past what its room
+ * allows (win_room), when an op asks for durability (KV_OP_SYNC: fsync,
+ * syncfs), at kv_settle and at close. durability=full (window_ms 0) keeps
+ * the batches of writer.c, told only after their commit.
+ *
+ *   writer thread:  begin W ... (ops applied into W, each told) ... commit W,
+ *                   begin W' ...
+ *   a kv_write:     the role free and W open: apply into a child of W on
+ *                   its own thread, told at once; else queued for the
+ *                   writer thread, which applies it into W
+ *   a reader:       its snapshot, unless the inode it reads changed in W or
+ *                   a commit came since it began: then W itself, with the
+ *                   writer's role held until kv_read_end
+ *
+ * Invariants:
+ *  1. W is begun and committed by the writer thread alone (LMDB's write lock
+ *     belongs to the thread that took it); any holder of the writer's role
+ *     may apply ops into a child of W or read W. The map is resized, and
+ *     the room measured, only while W is closed (LMDB: no transaction
+ *     open), by the role.
+ *  2. Every op runs in a child transaction of W: a failure is rolled back
+ *     alone and never touches what was told before. An op short of room
+ *     (MDB_MAP_FULL or MDB_TXN_FULL in its child) is not told: W commits,
+ *     and the op goes to writer.c's batches, which grow the map or use the
+ *     reserve.
+ *  3. Read-your-writes: an op marks the inodes whose records it changes
+ *     (kv_win_mark, from the record functions) before it is told; W's
+ *     commit counts win_gen up, then clears the marks. A reader that began
+ *     at win_gen g reads an inode from its snapshot only while the inode is
+ *     unmarked and win_gen is still g; every change told before the read
+ *     began is then in the snapshot. Marks of a rolled-back op are harmless.
+ *  4. A reader never waits for the role while it holds the map lock: it
+ *     decides at kv_read_begin_ino (or starts over, kv_read_changed); the
+ *     role holder excludes every map resize, so W is read without the map
+ *     lock.
+ *  5. A commit of W that fails loses what it held, which was told: the
+ *     store then takes no more changes (-EROFS; kv_sync -EIO), and says so
+ *     once, as ext4's errors=remount-ro does. The room a window may take is
+ *     bounded by what the image holds allocated past its end plus half the
+ *     host's free space, and by the map, so this needs another program
+ *     filling the host meanwhile, or a failing disk.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "writer.h"
+
+/* Pages an op may take besides the blocks it writes: the B-tree pages on
+ * the way to what it changes, and its share of the freed pages' record. */
+#define OP_PAGES 8
+/* A window commits past this much file data in any case: a kill -9 loses
+ * at most that much, and LMDB's dirty list (128k pages) never fills. */
+#define WIN_BYTES_MAX (64ULL << 20)
+/* A window is opened only with this much room (pages; 8 MiB of 4 KiB), and
+ * may take a quarter of its room: its commit needs the rest for the pages
+ * it copies and the record of those it frees (invariant 5). With less, as
+ * on a full image, ops run as writer.c's batches, told after their commit. */
+#define WIN_MIN_PAGES 2048
+/* Without a window, the writer thread looks for room again this often. */
+#define WIN_RETRY_MS 100
+
+/* ------------------------------------------------------------ marks -- */
+
+static uint64_t mark_bit(uint64_t ino)
+{
+	ino ^= ino >> 29;
+	ino *= 0xbf58476d1ce4e5b9ULL;
+	return (ino ^ (ino >> 32)) % KV_WIN_BITS;
+}
+
+void kv_win_mark(kv_txn *t, uint64_t ino)
+{
+	kv_env *e = t->env;
+	uint64_t b;
+
+	if (!e->window_ms)
+		return;
+	b = mark_bit(ino);
+	atomic_fetch_or_explicit(&e->win_bits[b / 64], 1ULL << (b % 64), memory_order_relaxed);
+}
+
+static int marked(kv_env *e, uint64_t ino)
+{
+	uint64_t b = mark_bit(ino);
+
+	return (atomic_load_explicit(&e->win_bits[b / 64], memory_order_acquire) >> (b % 64)) & 1;
+}
+
+/* A commit: readers that began before it must not trust an unmarked inode
+ * (invariant 3: the count first, the marks after). */
+static void marks_clear(kv_env *e)
+{
+	atomic_fetch_add_explicit(&e->win_gen, 1, memory_order_release);
+	for (size_t i = 0; i < KV_WIN_BITS / 64; i++)
+		atomic_store_explicit(&e->win_bits[i], 0, memory_order_release);
+}
+
+int kv_read_changed(kv_txn *t, uint64_t ino)
+{
+	kv_env *e = t->env;
+
+	if (!e->window_ms || t->write || t->in_window)
+		return 0;
+	return marked(e, ino) ||
+	       atomic_load_explicit(&e->win_gen, memory_order_acquire) != t->gen;
+}
+
+/* ------------------------------------------------------------- role -- */
+
+/* Take the writer's role, waiting for it (q_lock held; the caller holds
+ * no read transaction: invariant 4). */
+static void role_wait_take(kv_env *e)
+{
+	while (e->w_busy) {
+		e->role_waiters++;
+		pthread_cond_wait(&e->role_cond, &e->q_lock);
+		e->role_waiters--;
+	}
+	kv_role_take(e);
+}
+
+/* --------------------------------------------------------- reading W -- */
+
+int kv_read_begin_window(kv_env *e, kv_txn **out)
+{
+	int rc;
+
+	if (!e->window_ms || e->readonly)
+		return kv_read_begin(e, out);
+	pthread_mutex_lock(&e->q_lock);
+	role_wait_take(e);
+	if (!e->win) {
+		/* no window (its commit failed, or closing): the snapshot has
+		 * everything, and the role keeps the map still */
+		pthread_mutex_unlock(&e->q_lock);
+		rc = kv_read_begin(e, out);
+		pthread_mutex_lock(&e->q_lock);
+		if (rc == 0)
+			(*out)->in_window = 2; /* role held, own snapshot */
+		else
+			kv_role_release_locked(e);
+		pthread_mutex_unlock(&e->q_lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&e->q_lock);
+	return kv_reader_on(e, e->win, out);
+}
+
+int kv_read_begin_ino(kv_env *e, uint64_t ino, kv_txn **out)
+{
+	uint64_t gen;
+	int rc;
+
+	if (!e->window_ms || e->readonly)
+		return kv_read_begin(e, out);
+	gen = atomic_load_explicit(&e->win_gen, memory_order_acquire);
+	if (!marked(e, ino)) {
+		rc = kv_read_begin(e, out);
+		if (rc)
+			return rc;
+		(*out)->gen = gen; /* as of before the snapshot (invariant 3) */
+		if (!kv_read_changed(*out, ino))
+			return 0;
+		kv_read_end(*out); /* it changed, or a commit came: the window has it */
+	}
+	return kv_read_begin_window(e, out);
+}
+
+void kv_win_leave(kv_txn *t)
+{
+	kv_env *e = t->env;
+
+	for (int i = 0; i < KV_NDB; i++) {
+		if (t->wcur[i])
+			mdb_cursor_close(t->wcur[i]);
+		t->wcur[i] = NULL;
+	}
+	t->in_window = 0;
+	pthread_mutex_lock(&e->q_lock);
+	kv_role_release_locked(e);
+	pthread_mutex_unlock(&e->q_lock);
+}
+
+/* ------------------------------------------------------- applying ops -- */
+
+enum applied { APPLIED, FAILED, SHORT };
+
+/* Apply op into a child of W (the role held): APPLIED (W changed, op->rc 0),
+ * FAILED (op->rc says why, W as it was) or SHORT (not applied: W must
+ * commit first, invariant 2). */
+static enum applied win_apply(kv_env *e, struct kv_op *op)
+{
+	kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, e->win)};
+	uint64_t bytes = e->wb_bytes;
+	int mrc, rc;
+
+	assert(kv_role_mine(e) && e->win);
+	if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
+		return op->rc = -ENOSPC, FAILED;
+	mrc = mdb_txn_begin(e->env, e->win, 0, &t.txn);
+	if (mrc)
+		return op->rc = kv_err(NULL, mrc, "begin op"), FAILED;
+	rc = op->apply(&t, op->arg);
+	kv_txn_close_cursors(&t);
+	if (rc == 0 && !t.map_full && !t.txn_full)
+		rc = kv_err(&t, mdb_txn_commit(t.txn), "commit op");
+	else
+		mdb_txn_abort(t.txn);
+	if (t.map_full || t.txn_full) {
+		e->wb_bytes = bytes;
+		op->rc = 0;
+		return SHORT;
+	}
+	op->rc = rc;
+	if (rc) {
+		e->wb_bytes = bytes;
+		return FAILED;
+	}
+	if (!e->win_dirty) {
+		e->win_dirty = 1;
+		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
+	}
+	e->win_bytes += e->wb_bytes - bytes;
+	e->win_pages += (e->wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
+	return APPLIED;
+}
+
+/* Whether W has taken the room it may take before it commits. */
+static int win_full(const kv_env *e)
+{
+	return e->win_pages >= e->win_room || e->win_bytes >= WIN_BYTES_MAX;
+}
+
+int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc)
+{
+	struct kv_op op = {.apply = apply, .arg = arg, .flags = flags};
+	enum applied how;
+
+	pthread_mutex_lock(&e->q_lock);
+	if (e->w_busy || e->q_head || e->q_stop || !e->win || e->win_commit || e->win_failed ||
+	    (flags & (KV_OP_SYNC | KV_OP_COMMIT))) {
+		pthread_mutex_unlock(&e->q_lock);
+		return 0; /* the writer thread's */
+	}
+	kv_role_take(e);
+	pthread_mutex_unlock(&e->q_lock);
+	how = win_apply(e, &op);
+	pthread_mutex_lock(&e->q_lock);
+	if (how == APPLIED && win_full(e))
+		e->win_commit = 1;
+	kv_role_release_locked(e);
+	pthread_mutex_unlock(&e->q_lock);
+	if (how == SHORT)
+		return 0; /* W commits first: queued */
+	*rc = op.rc;
+	return 1;
+}
+
+/* -------------------------------------------------- the writer thread -- */
+
+/* Begin W (the writer thread, the role held, no transaction open): the map
+ * grown first when W's room would be small; none when the room stays below
+ * WIN_MIN_PAGES (batches meanwhile). */
+static void win_open(kv_env *e)
+{
+	struct kv_room r;
+	MDB_envinfo info;
+	uint64_t room;
+	int mrc;
+
+	assert(kv_role_mine(e) && !e->win && !e->w_txn);
+	kv_room_measure(e, &r);
+	mdb_env_info(e->env, &info);
+	if (info.me_mapsize < r.extent + 2 * WIN_BYTES_MAX && info.me_mapsize < r.cap)
+		(void)kv_map_grow(e);
+	mdb_env_info(e->env, &info);
+	/* half of what the map, the file's room past its end and the host
+	 * leave, so that the freed pages' record and LMDB's own pages fit
+	 * too (invariant 5) */
+	room = info.me_mapsize > r.extent ? info.me_mapsize - r.extent : 0;
+	if (room > r.alloc_end - r.extent + r.host_avail / 2)
+		room = r.alloc_end - r.extent + r.host_avail / 2;
+	if (room / e->page_size < WIN_MIN_PAGES || r.extent > r.use_max)
+		return; /* near full: batches, told after their commit */
+	e->win_room = room / 4 / e->page_size;
+	mrc = mdb_txn_begin(e->env, NULL, 0, &e->win);
+	if (mrc) {
+		e->win = NULL;
+		kv_err(NULL, mrc, "begin window");
+		return;
+	}
+	e->win_dirty = 0;
+	e->win_bytes = e->win_pages = 0;
+}
+
+/* Commit W (the writer thread, the role held); sync when asked. 0, or the
+ * error that lost it (invariant 5). */
+static int win_close(kv_env *e, int sync)
+{
+	kv_txn t = {.env = e, .txn = e->win, .write = 1};
+	uint64_t next_ino = e->next_ino, avail;
+	int mrc, rc = 0;
+
+	assert(kv_role_mine(e) && e->win);
+	if (!e->win_dirty && next_ino == e->super.next_ino) {
+		mdb_txn_abort(e->win); /* nothing to commit */
+		e->win = NULL;
+		return sync && e->unsynced ? kv_err(NULL, mdb_env_sync(e->env, 1), "sync") : 0;
+	}
+	if (next_ino != e->super.next_ino) {
+		struct kv_super s = e->super;
+
+		s.next_ino = next_ino;
+		rc = kv_super_store(&t, &s);
+	}
+	avail = kv_room_avail_in(e, e->win);
+	if (rc) {
+		mdb_txn_abort(e->win);
+	} else {
+		mrc = mdb_txn_commit(e->win);
+		if (mrc == EIO && kv_disk_full(e))
+			mrc = ENOSPC; /* LMDB says EIO for a short write */
+		rc = mrc ? kv_err(NULL, mrc, "commit window") : 0;
+	}
+	e->win = NULL;
+	e->win_dirty = 0;
+	if (rc)
+		return rc;
+	e->super.next_ino = next_ino;
+	atomic_store(&e->room_avail, avail);
+	marks_clear(e);
+	kv_after_commit(e);
+	if (sync && e->durability != KV_DURABLE_FULL) {
+		rc = kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
+		if (rc == 0)
+			e->unsynced = 0;
+	}
+	return rc;
+}
+
+/* The commit of told changes failed: they are lost; take no more. */
+static void win_fail(kv_env *e, int rc)
+{
+	kv_log("%s: a commit failed (%s) after its changes were acknowledged: the changes of "
+	       "the last %u ms are lost; no more changes are taken (unmount, check the host "
+	       "filesystem, mount again)", e->path, strerror(-rc), e->window_ms);
+	pthread_mutex_lock(&e->q_lock);
+	e->win_failed = rc;
+	pthread_mutex_unlock(&e->q_lock);
+}
+
+/* Whether W's time is up, or when it will be (*ms left). */
+static int win_due(const kv_env *e, unsigned *ms)
+{
+	struct timespec now;
+	int64_t left;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	left = (int64_t)e->window_ms * 1000000 -
+	       ((int64_t)(now.tv_sec - e->win_start.tv_sec) * 1000000000 +
+		(now.tv_nsec - e->win_start.tv_nsec));
+	*ms = left > 0 ? (unsigned)((left + 999999) / 1000000) : 0;
+	return left <= 0;
+}
+
+/* The ops of batch into W, or failed after a lost commit. Ops that asked
+ * for durability go to *sync and ops short of room to *short_ops, untold;
+ * the rest are told. */
+static void win_take(kv_env *e, struct kv_op *batch, struct kv_op **sync,
+		     struct kv_op **short_ops)
+{
+	struct kv_op **st = sync, **sh = short_ops;
+
+	while (batch) {
+		struct kv_op *op = batch;
+		enum applied how = FAILED;
+
+		batch = op->next;
+		op->next = NULL;
+		if (e->win_failed || !e->win)
+			op->rc = e->win_failed ? -EROFS : -EIO;
+		else
+			how = win_apply(e, op);
+		if (how == SHORT) {
+			*sh = op;
+			sh = &op->next;
+		} else if (op->flags & (KV_OP_SYNC | KV_OP_COMMIT)) {
+			*st = op; /* told after the commit (and the sync) */
+			st = &op->next;
+		} else if (op->done) {
+			op->done(op->arg, op->rc);
+		}
+	}
+}
+
+/* Whether an op of the list asked for a sync. */
+static int any_sync(const struct kv_op *op)
+{
+	for (; op; op = op->next)
+		if (op->flags & KV_OP_SYNC)
+			return 1;
+	return 0;
+}
+
+/* Commit W, tell the ops that waited for it, run the ops short of room as
+ * batches, begin the next W (the writer thread, the role held). */
+static void win_turn(kv_env *e, struct kv_op *sync, struct kv_op *short_ops, int stop)
+{
+	int rc = 0;
+
+	if (e->win) {
+		rc = win_close(e, any_sync(sync) || stop);
+		if (rc)
+			win_fail(e, rc);
+	} else if (e->win_failed) {
+		rc = -EIO;
+	}
+	while (sync) {
+		struct kv_op *op = sync;
+
+		sync = op->next;
+		if (op->rc == 0 && rc)
+			op->rc = -EIO; /* not durable, or lost */
+		if (op->done)
+			op->done(op->arg, op->rc);
+	}
+	if (short_ops && !e->win_failed)
+		kv_run_batch(e, short_ops);
+	else
+		kv_finish_all(short_ops, -EROFS);
+	if (!e->win_failed && !stop)
+		win_open(e);
+}
+
+/* Wait for work (q_lock held): 1 with *commit set when W must commit now, 0
+ * to end. Without a window (near full) it looks again for room after a
+ * while. */
+static int win_wait(kv_env *e, int *commit)
+{
+	unsigned ms;
+	int look = 0;
+
+	for (;;) {
+		if (e->w_busy) {
+			pthread_cond_wait(&e->q_cond, &e->q_lock);
+			continue;
+		}
+		*commit = e->win_commit || e->q_stop;
+		if (e->q_head || e->lazy_head || *commit || look)
+			return 1;
+		if (e->win_dirty && e->win) { /* read while nobody holds the role */
+			if (win_due(e, &ms)) {
+				*commit = 1;
+				return 1;
+			}
+			kv_timed_wait(e, ms, KV_W_WINDOW);
+		} else if (!e->win && !e->win_failed) {
+			/* look for room again, once the role is free */
+			look = kv_timed_wait(e, WIN_RETRY_MS, KV_W_WINDOW);
+		} else if (e->unsynced && e->sync_interval_ms) {
+			if (kv_timed_wait(e, e->sync_interval_ms, KV_W_SYNC))
+				kv_idle_sync(e);
+		} else {
+			pthread_cond_wait(&e->q_cond, &e->q_lock);
+		}
+	}
+}
+
+/* The ops of batch without a window: batches, told after their commit, or
+ * refused after a lost commit (the role held). */
+static void batch_take(kv_env *e, struct kv_op *batch)
+{
+	if (!e->win_failed) {
+		kv_run_batch(e, batch);
+		return;
+	}
+	while (batch) {
+		struct kv_op *op = batch;
+
+		batch = op->next;
+		op->next = NULL;
+		kv_finish_all(op, op->flags & (KV_OP_SYNC | KV_OP_COMMIT) ? -EIO : -EROFS);
+	}
+}
+
+void *kv_window_main(void *arg)
+{
+	kv_env *e = arg;
+	int commit;
+
+	pthread_mutex_lock(&e->q_lock);
+	while (win_wait(e, &commit)) {
+		struct kv_op *batch = kv_take_queue(e), *sync = NULL, *short_ops = NULL;
+		int stop = e->q_stop && !batch;
+		unsigned ms;
+
+		e->win_commit = 0;
+		kv_role_take(e);
+		pthread_mutex_unlock(&e->q_lock);
+		if (!e->win && !e->win_failed && !stop)
+			win_open(e);
+		if (e->win) {
+			win_take(e, batch, &sync, &short_ops);
+			if (commit || sync || short_ops || stop || win_full(e) ||
+			    (e->win_dirty && win_due(e, &ms)))
+				win_turn(e, sync, short_ops, stop);
+		} else if (batch) {
+			batch_take(e, batch);
+		}
+		pthread_mutex_lock(&e->q_lock);
+		kv_role_release_locked(e);
+		if (stop)
+			break;
+	}
+	pthread_mutex_unlock(&e->q_lock);
+	return NULL;
+}
