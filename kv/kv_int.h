@@ -53,6 +53,7 @@ struct kv_txn {
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
 	unsigned inl_next;         /* write txns: the next env->ibuf slot */
 	int over;                  /* write txns: past the room for ordinary changes */
+	int win_op;                /* write txns: an op in the open window (window.c) */
 	/* read txns beside an open window (window.c): */
 	uint64_t gen;              /* env->win_gen when it began */
 	int in_window;             /* reading the window, the writer's role held */
@@ -120,6 +121,7 @@ struct kv_env {
 	int win_commit;           /* q_lock: commit it now (size, a sync) */
 	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
 	                             -errno, and the store takes no more changes */
+	int win_ready;            /* q_lock: the writer thread has looked for room */
 	int role_waiters;         /* q_lock: readers waiting for the role */
 	pthread_cond_t role_cond; /* q_lock: the role came free */
 	_Atomic uint64_t win_gen; /* commits so far (readers compare it) */
@@ -150,8 +152,8 @@ struct kv_env {
 	int touched;              /* the role's: the last commit was run_touch's */
 };
 
-/* The window (window.c). Mark ino changed in the open window (write txns;
- * nothing without a window). */
+/* The window (window.c). Mark ino changed in the open window (an op's txn
+ * there; nothing elsewhere: a batch is committed before it is told). */
 void kv_win_mark(kv_txn *txn, uint64_t ino);
 /* Before a read of ino's records in a read txn: 0 to read them in txn as
  * it is, or after switching it to the window, when ino changed there or a

@@ -84,7 +84,7 @@ void kv_win_mark(kv_txn *t, uint64_t ino)
 	kv_env *e = t->env;
 	uint64_t b;
 
-	if (!e->window_ms)
+	if (!t->win_op)
 		return;
 	b = mark_bit(ino);
 	atomic_fetch_or_explicit(&e->win_bits[b / 64], 1ULL << (b % 64), memory_order_relaxed);
@@ -201,7 +201,7 @@ enum applied { APPLIED, FAILED, SHORT };
  * commit first, invariant 2). */
 static enum applied win_apply(kv_env *e, struct kv_op *op)
 {
-	kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, e->win)};
+	kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, e->win), .win_op = 1};
 	uint64_t bytes = e->wb_bytes;
 	int mrc, rc;
 
@@ -282,9 +282,9 @@ static void win_open(kv_env *e)
 	assert(kv_role_mine(e) && !e->win && !e->w_txn);
 	kv_room_measure(e, &r);
 	mdb_env_info(e->env, &info);
-	if (info.me_mapsize < r.extent + 2 * WIN_BYTES_MAX && info.me_mapsize < r.cap)
-		(void)kv_map_grow(e);
-	mdb_env_info(e->env, &info);
+	while (info.me_mapsize < r.extent + 2 * WIN_BYTES_MAX && info.me_mapsize < r.cap &&
+	       kv_map_grow(e) == 0)
+		mdb_env_info(e->env, &info);
 	/* half of what the map, the file's room past its end and the host
 	 * leave, so that the freed pages' record and LMDB's own pages fit
 	 * too (invariant 5) */
@@ -500,6 +500,13 @@ void *kv_window_main(void *arg)
 	int commit;
 
 	pthread_mutex_lock(&e->q_lock);
+	kv_role_take(e);
+	pthread_mutex_unlock(&e->q_lock);
+	win_open(e);
+	pthread_mutex_lock(&e->q_lock);
+	e->win_ready = 1; /* kv_writer_start waits for it */
+	kv_role_release_locked(e);
+	pthread_cond_broadcast(&e->role_cond);
 	while (win_wait(e, &commit)) {
 		struct kv_op *batch = kv_take_queue(e), *sync = NULL, *short_ops = NULL;
 		int stop = e->q_stop && !batch;

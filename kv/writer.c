@@ -599,6 +599,12 @@ int kv_writer_start(kv_env *e)
 		goto free_bufs;
 	}
 	e->writer_running = 1;
+	if (e->window_ms) { /* its first window open before the first op */
+		pthread_mutex_lock(&e->q_lock);
+		while (!e->win_ready)
+			pthread_cond_wait(&e->role_cond, &e->q_lock);
+		pthread_mutex_unlock(&e->q_lock);
+	}
 	return 0;
 
 free_bufs:
