@@ -352,9 +352,9 @@ static int win_close(kv_env *e, int sync)
 /* The commit of told changes failed: they are lost; take no more. */
 static void win_fail(kv_env *e, int rc)
 {
-	kv_log("%s: a commit failed (%s) after its changes were acknowledged: the changes of "
-	       "the last %u ms are lost; no more changes are taken (unmount, check the host "
-	       "filesystem, mount again)", e->path, strerror(-rc), e->window_ms);
+	kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
+	       "acknowledged since the last commit is lost; no more changes are taken (unmount, "
+	       "check the host filesystem, mount again)", e->path, strerror(-rc));
 	pthread_mutex_lock(&e->q_lock);
 	e->win_failed = rc;
 	pthread_mutex_unlock(&e->q_lock);

@@ -157,6 +157,35 @@ expect "small deletes: fsck -n clean" fsck_clean "$IMG"
 umount "$HOST"
 IMG=$T/img
 
+# a commit of acknowledged changes fails (another program fills the host
+# while a window holds them): they are lost, fsync says EIO, every change
+# after EROFS until the next mount, which finds the last commit, fsck clean
+mount -t tmpfs -o size=40m tmpfs "$HOST" || { echo "SKIP: cannot mount tmpfs"; exit 77; }
+IMG=$HOST/img
+kvfs_mkfs
+"$KVFS_BIN" "$IMG" "$MNT" -o window=60000,nowriteback -f 2>"$T/daemon.err" &
+for i in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.05; done
+cp "$T/keep" "$MNT/keep" && sync "$MNT"
+dd if=/dev/urandom of="$MNT/lost" bs=1M count=3 status=none
+dd if=/dev/zero of="$HOST/filler" bs=1M status=none 2>/dev/null
+sync "$MNT" 2>"$T/sync.err"; rc=$?
+expect "failed commit: fsync fails ($rc: $(cat "$T/sync.err"))" grep -q "Input/output error" "$T/sync.err"
+echo more 2>"$T/more.err" >"$MNT/more"
+expect "failed commit: no more changes ($(cat "$T/more.err"))" grep -q "Read-only file system" "$T/more.err"
+expect "failed commit: reads go on" cmp -s "$T/keep" "$MNT/keep"
+kvfs_umount
+expect "failed commit: said in the log" grep -q "a commit failed.*acknowledged" "$T/daemon.err"
+rm -f "$HOST/filler"
+expect "failed commit: fsck -n clean after" fsck_clean "$IMG"
+kvfs_mount
+expect "failed commit: the last commit's file kept" cmp -s "$T/keep" "$MNT/keep"
+expect "failed commit: the lost window's file gone" [ ! -e "$MNT/lost" ]
+echo more > "$MNT/more"
+expect "failed commit: changes taken again after a mount" [ -s "$MNT/more" ]
+kvfs_umount
+umount "$HOST"
+IMG=$T/img
+
 # fallocate reserves: what it promises fits is counted as used, and is
 # written later even when everything else filled up; what cannot fit is
 # ENOSPC at once (posix_fallocate's promise), with or without the cache
