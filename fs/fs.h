@@ -202,6 +202,14 @@ int fs_itable_appended(uint64_t ino, uint64_t *from);
 /* A write(2) that bypassed the cache (O_DIRECT) was answered: nothing
  * stored before it may be cut off by a later failure. */
 void fs_itable_drop_appends(uint64_t ino);
+/* The kernel asks for security.capability before every write(2) (libfuse
+ * 3.14 cannot take FUSE_HANDLE_KILLPRIV_V2): an inode found without one is
+ * answered from here until its xattrs change (xattr.c). fs_itable_nocap
+ * gives the xattrs' change count to hand to fs_itable_set_nocap after the
+ * read that found none; a change counts up first. */
+int fs_itable_nocap(uint64_t ino, unsigned *xgen);
+void fs_itable_set_nocap(uint64_t ino, unsigned xgen);
+void fs_itable_xattr_changing(uint64_t ino);
 /* Returns 1 when the count reached 0 on an inode marked orphan. */
 int fs_itable_forget(uint64_t ino, uint64_t n);
 uint64_t fs_itable_count(void);

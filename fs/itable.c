@@ -34,6 +34,8 @@ struct ient {
 	int short_; /* a write back of its data failed for want of room */
 	int tell;   /* ... and no write(2) has been told yet */
 	uint64_t append_from; /* the size it grew from since it settled, + 1 (0: none) */
+	unsigned xgen;        /* its xattrs' changes so far */
+	int nocap;            /* known to have no security.capability (at xgen) */
 	struct ient *next;
 };
 
@@ -321,6 +323,46 @@ int fs_itable_short(uint64_t ino)
 int fs_itable_take_tell(uint64_t ino)
 {
 	return short_mark(ino, 1);
+}
+
+int fs_itable_nocap(uint64_t ino, unsigned *xgen)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+	int no;
+
+	if (!e) {
+		*xgen = 0;
+		return 0;
+	}
+	no = e->nocap;
+	*xgen = e->xgen;
+	stripe_unlock(s);
+	return no;
+}
+
+void fs_itable_set_nocap(uint64_t ino, unsigned xgen)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	if (e->xgen == xgen) /* no change came since the read that found none */
+		e->nocap = 1;
+	stripe_unlock(s);
+}
+
+void fs_itable_xattr_changing(uint64_t ino)
+{
+	struct stripe *s;
+	struct ient *e = locked(ino, &s);
+
+	if (!e)
+		return;
+	e->xgen++;
+	e->nocap = 0;
+	stripe_unlock(s);
 }
 
 int fs_itable_appended(uint64_t ino, uint64_t *from)

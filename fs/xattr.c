@@ -72,6 +72,7 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 			       .flags = flags};
 	int rc = name_refused(name);
 
+	fs_itable_xattr_changing(ino); /* before the change: no stale "none" */
 	if (!rc)
 		rc = fs_write(apply_setxattr, &a, 0);
 	fuse_reply_err(req, -rc);
@@ -82,6 +83,7 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct xattr_args a = {.ino = ino, .name = name, .refused = name_refused(name)};
 	int rc = -ERANGE;
 
+	fs_itable_xattr_changing(ino);
 	if (a.refused != -ERANGE)
 		rc = fs_write(apply_removexattr, &a, KV_OP_RESERVE); /* works when full */
 	fuse_reply_err(req, -rc);
@@ -98,13 +100,22 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	kv_txn *t;
 	int rc;
 
+	unsigned xgen;
+	int cap = strcmp(name, "security.capability") == 0;
+
 	if (refused == -ERANGE) {
 		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	if (cap && fs_itable_nocap(ino, &xgen)) {
+		fuse_reply_err(req, ENODATA); /* before every write(2): known */
 		return;
 	}
 	if (fs_read_inode_for(req, ino, &t, &in))
 		return;
 	rc = kv_xattr_get(t, ino, name, &val, &len);
+	if (rc == -ENODATA && cap)
+		fs_itable_set_nocap(ino, xgen);
 	if (rc == -ENODATA && refused)
 		rc = refused;
 	if (rc)

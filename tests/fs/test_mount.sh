@@ -441,4 +441,23 @@ PY
 	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
 fi
 
+# security.capability, which the kernel asks before every write(2), is
+# answered from the lookup table once the store said there is none: a
+# set afterwards is seen at once, and a removal too
+if command -v setfattr >/dev/null; then
+	kvfs_mkfs
+	kvfs_mount
+	echo data > "$MNT/cap"
+	echo more >> "$MNT/cap" # asked, and known to have none
+	getfattr -n security.capability "$MNT/cap" >/dev/null 2>&1
+	expect "capability: none at first" [ $? -ne 0 ]
+	setfattr -n security.capability -v 0x0100000200000000000000000000000000000000 "$MNT/cap"
+	expect "capability: a set is seen at once" \
+		eval 'getfattr -e hex -n security.capability "$MNT/cap" 2>/dev/null | grep -q 0x01000002'
+	setfattr -x security.capability "$MNT/cap"
+	getfattr -n security.capability "$MNT/cap" >/dev/null 2>&1
+	expect "capability: a removal is seen at once" [ $? -ne 0 ]
+	kvfs_umount
+fi
+
 kvfs_results
