@@ -9,7 +9,9 @@ if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
 	echo "SKIP: /dev/fuse or fusermount3 missing"
 	exit 77
 fi
-command -v fio >/dev/null || { echo "FAIL: fio missing (./dev.sh installs it)"; exit 1; }
+for tool in fio rsync; do
+	command -v $tool >/dev/null || { echo "FAIL: $tool missing (./dev.sh installs it)"; exit 1; }
+done
 BUILD=${1:?usage: test_quick.sh BUILD_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(mktemp -d /tmp/kvfs-bench-test.XXXXXX)
@@ -35,7 +37,11 @@ for row in "seq write 1 MiB" "seq read 1 MiB" "rand read 4 KiB O_DIRECT, 1 job" 
 	"small files: create" "small files: stat (warm)" "small files: stat (cold dcache)" \
 	"small files: open+read+close (cold)" "small files: delete" \
 	"small files: create, 2 threads" "dir of 2000: create" "dir of 2000: lookup (cold)" \
-	"dir of 2000: list (cold)" "space: 64m file" "space: 1000 x 4 KiB files"; do
+	"dir of 2000: list (cold)" "space: 64m file" "space: 1000 x 4 KiB files" \
+	"user's day: untar " "user's day: find -ls (cold)" \
+	"user's day: read all, tar to a pipe (cold)" "user's day: grep -r (warm)" \
+	"user's day: rm -rf" "rsync -a of " "rsync -a again (nothing to transfer)" \
+	"SQLite: 300 one-row txns, rollback journal" "SQLite: 300 one-row txns, WAL"; do
 	# a row with a figure in each kvfs column (a dash would mean a job failed)
 	grep -F "| $row" "$T" | grep -qE '^\| [^|]+ \| [^|]+ \| [0-9][0-9,.]* \| [0-9][0-9,.]* \| [0-9][0-9,.]* \|' ||
 		{ echo "FAIL: row '$row' missing or without kvfs figures"; fail=1; }
