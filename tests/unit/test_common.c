@@ -212,10 +212,20 @@ static void msg_print_long_line_whole(void **state)
 
 /* -------------------------------------------------------- crash guard -- */
 
+/*
+ * The guard is off under ASan (it keeps its own handlers), and the checks
+ * below cannot hold under valgrind: it reports the deliberate fault and sets
+ * the child's exit status to its own --error-exitcode.
+ */
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 #if defined(__SANITIZE_ADDRESS__) || defined(KVFS_NO_CRASH_GUARD)
 #define GUARDED 0
 #else
-#define GUARDED 1
+#define GUARDED (!RUNNING_ON_VALGRIND)
 #endif
 
 static void fault(void)
