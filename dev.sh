@@ -98,7 +98,7 @@ cmd_check() {
 	for t in "$BUILD_DIR"/tests/unit/test_*; do
 		[ -x "$t" ] || continue
 		runs=$((runs + 1))
-		if ! valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+		if ! timeout 900 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
 			--error-exitcode=1 "$t" >/dev/null 2>"$BUILD_DIR/valgrind.log"; then
 			echo "valgrind: $(basename "$t") failed:"; cat "$BUILD_DIR/valgrind.log"
 			fails=$((fails + 1))
