@@ -32,3 +32,7 @@ kvfs_mount_test(full test_full.sh)
 # The image is free once unmounted: release latency, unmount-then-fsck and
 # unmount-then-mount rounds, waiting for a daemon on its way out.
 kvfs_mount_test(umount test_umount.sh)
+
+# What an fsync costs the device: the syncs of one durable commit, counted
+# with strace (skipped without it).
+kvfs_mount_test(syncs test_syncs.sh)
