@@ -28,7 +28,7 @@ struct cli {
 	char *commit;
 	char *window;
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
-	int nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
+	int writeback, nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
 	int help, version;
 	int nargs;
 };
@@ -52,6 +52,7 @@ static const struct fuse_opt cli_spec[] = {
 	{"timeout=%s", offsetof(struct cli, timeout), 0},
 	{"max_write=%s", offsetof(struct cli, max_write), 0},
 	{"threads=%s", offsetof(struct cli, threads), 0},
+	OPT("writeback", writeback),
 	OPT("nowriteback", nowriteback),
 	OPT("nokeepcache", nokeepcache),
 	OPT("noskipopen", noskipopen),
@@ -165,7 +166,10 @@ static void usage(FILE *f)
 "                         with ro, to follow a read-write mount of the image)\n"
 "  -o max_write=BYTES     largest write request, 64K to 1M (default 1M)\n"
 "  -o threads=N           request worker threads (default 8)\n"
-"  -o nowriteback         no kernel writeback cache: each write goes to kvfs\n"
+"  -o writeback           the kernel's writeback cache: writes gather in the\n"
+"                         page cache (faster small writes; a GETATTR after\n"
+"                         every close of a file; ENOSPC at close or fsync)\n"
+"  -o nowriteback         each write goes to kvfs at once (default)\n"
 "  -o nokeepcache         drop the page cache of a file when it is opened\n"
 "  -o noskipopen          send OPEN and OPENDIR to kvfs (default: skipped)\n"
 "  -o nocachedir          do not let the kernel cache directory listings\n"
@@ -334,7 +338,10 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	fs.cfg.timeout = c->timeout || !fs.cfg.readonly ? timeout : FS_RO_TIMEOUT;
 	fs.cfg.max_write = max_write;
 	fs.cfg.threads = threads;
-	fs.cfg.writeback = !c->nowriteback && !fs.cfg.readonly;
+	/* off by default: with it the kernel drops a file's block count at
+	 * every close, so the next stat of a file read is a round trip, and the
+	 * user's day measured faster without it (docs/BENCHMARKS.md) */
+	fs.cfg.writeback = c->writeback && !c->nowriteback && !fs.cfg.readonly;
 	fs.cfg.keep_cache = !c->nokeepcache;
 	fs.cfg.skip_open = !c->noskipopen;
 	fs.cfg.cache_dir = !c->nocachedir;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_difftest.sh - the differential tester, bounded for CI (about a minute):
-# seeds 1..A on a default mount (writeback cache), then seeds A+1..B with
-# -o nowriteback, then a few with -o strictatime (kvfs updates atime on every
+# seeds 1..A with -o writeback (the kernel's writeback cache), then seeds
+# A+1..B with -o nowriteback (the default), then a few with -o strictatime (kvfs updates atime on every
 # read it sees), then some with a window of a minute, with and without the
 # writeback cache (every read meets changes told but not committed: the
 # window's read-your-writes), each run against tmpfs and compared again
@@ -53,9 +53,9 @@ run() { # first last [mount options]
 }
 
 kvfs_mkfs
-run 1 "$WB"
+run 1 "$WB" -o writeback
 run $((WB + 1)) $((WB + NOWB)) -o nowriteback
 run $((WB + NOWB + 1)) $((WB + NOWB + ATIME)) -o strictatime
 first=$((WB + NOWB + ATIME + 1))
-run "$first" $((first + WIN - 1)) -o window=60000
+run "$first" $((first + WIN - 1)) -o window=60000,writeback
 run $((first + WIN)) $((first + 2 * WIN - 1)) -o window=60000,nowriteback

@@ -73,7 +73,7 @@ remount_round() {
 }
 
 for cache in writeback nowriteback; do
-	wb=; [ $cache = nowriteback ] && wb=,nowriteback
+	wb=,$cache
 
 	# at max_size
 	kvfs_mkfs
@@ -103,7 +103,7 @@ done
 # (no zero-filled stretch where the data was never stored), and once write
 # back failed, the next write(2) fails too instead of filling the cache.
 kvfs_mkfs
-kvfs_mount -o max_size=32M
+kvfs_mount -o max_size=32M,writeback
 cp "$T/keep" "$MNT/keep"
 head -c 96M /dev/urandom > "$T/src"
 dd if="$T/src" of="$MNT/f" bs=64k status=none 2>"$T/dd.err"
@@ -112,7 +112,7 @@ expect "writeback: ENOSPC at a write(2), not only at close ($(cat "$T/dd.err"))"
 	grep -q "error writing.*No space left" "$T/dd.err"
 kvfs_umount
 expect "writeback: fsck -n clean" fsck_clean "$IMG"
-kvfs_mount -o max_size=32M
+kvfs_mount -o max_size=32M,writeback
 n=$(stat -c %s "$MNT/f")
 expect "writeback: the file's $n bytes are what was written" cmp -n "$n" "$MNT/f" "$T/src"
 expect "writeback: no more than the filesystem holds ($n bytes)" [ "$n" -le $((32 << 20)) ]
@@ -120,17 +120,45 @@ rm_and_write "writeback" f
 kvfs_umount
 rm -f "$T/src"
 
+# the default has no writeback cache: every write(2) is answered by kvfs,
+# so what write(2) said it wrote is exactly what the file holds after a
+# remount (with -o writeback the kernel takes more than fits into its cache
+# and the file is cut back when its write back fails)
+kvfs_mkfs
+kvfs_mount -o max_size=32M
+told=$(python3 - "$MNT/f" <<-'EOF'
+	import os, sys
+	fd, told = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644), 0
+	try:
+	    while told < (64 << 20):
+	        told += os.write(fd, bytes(65536))
+	except OSError:
+	    pass
+	try:
+	    os.close(fd)
+	except OSError:
+	    pass
+	print(told)
+	EOF
+)
+kvfs_umount
+kvfs_mount -o max_size=32M
+n=$(stat -c %s "$MNT/f")
+expect "default: write(2) said $told bytes, the file holds $n" [ "$told" = "$n" ]
+expect "default: the writes stopped at ENOSPC" [ "$n" -gt 0 -a "$n" -lt $((32 << 20)) ]
+kvfs_umount
+
 # O_DIRECT on a writeback mount: each write(2) is answered to its caller,
 # so a later one failing cuts off nothing it was told was written
 kvfs_mkfs
-kvfs_mount -o max_size=32M
+kvfs_mount -o max_size=32M,writeback
 dd if=/dev/urandom of="$MNT/filler" bs=1M count=24 conv=fsync status=none
 head -c 1M /dev/urandom > "$T/one"
 dd if="$T/one" of="$MNT/g" bs=1M seek=8 oflag=direct conv=notrunc status=none
 dd if=/dev/urandom of="$MNT/g" bs=1M count=8 oflag=direct conv=notrunc status=none 2>"$T/dd.err"
 expect "O_DIRECT: the write that does not fit fails" grep -q "No space left" "$T/dd.err"
 kvfs_umount
-kvfs_mount -o max_size=32M
+kvfs_mount -o max_size=32M,writeback
 dd if="$MNT/g" of="$T/got" bs=1M skip=8 count=1 status=none
 expect "O_DIRECT: what it wrote before is kept" cmp -s "$T/one" "$T/got"
 kvfs_umount
@@ -190,7 +218,7 @@ IMG=$T/img
 # written later even when everything else filled up; what cannot fit is
 # ENOSPC at once (posix_fallocate's promise), with or without the cache
 for cache in writeback nowriteback; do
-	wb=; [ $cache = nowriteback ] && wb=,nowriteback
+	wb=,$cache
 	kvfs_mkfs
 	kvfs_mount -o "max_size=32M$wb"
 	fallocate -l 500M "$MNT/huge" 2>"$T/fa.err"

@@ -158,7 +158,7 @@ more"
 snapshot() { (cd "$MNT" && find . -printf '%p %y %m %u:%g %s\n' | sort); }
 
 kvfs_mkfs
-for opts in allow_other allow_other,nowriteback; do
+for opts in allow_other,writeback allow_other,nowriteback; do
 	kvfs_mount -o "$opts"
 	check_users
 	before=$(snapshot)

@@ -51,7 +51,7 @@ check_visibility() {
 }
 
 kvfs_mkfs
-for opts in "" nowriteback nokeepcache noskipopen nocachedir nocachesymlinks noreaddirplus \
+for opts in "" writeback nowriteback nokeepcache noskipopen nocachedir nocachesymlinks noreaddirplus \
 	timeout=0 "nowriteback,nokeepcache,noskipopen,nocachedir,nocachesymlinks,noreaddirplus"; do
 	if [ -n "$opts" ]; then kvfs_mount -o "$opts"; else kvfs_mount; fi
 	check_visibility
