@@ -46,12 +46,16 @@
  *  1. The durable state only moves forward as the points are visited in
  *     order; the bytes past its size are zero, as are the working image's.
  *  2. Only the log and BASE decide an image: no clock, no state of a run.
+ *  3. Between images, WORKDIR/crash.img holds what `work` does (with zeros
+ *     past work_size): fsck.kvfs -n and kvfs-dump only read it, so the next
+ *     image is written as the blocks that differ.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,9 +108,10 @@ static struct {
 	size_t nclaims;
 } st;
 
-/* The working image and its per-block choice. */
-static unsigned char *img;
-static uint64_t img_size;
+/* The working image and its per-block choice; what work/crash.img holds. */
+static unsigned char *img, *work;
+static uint64_t img_size, work_size;
+static int work_valid;
 static uint32_t *blk_n, *blk_min, *blk_keep, *blk_seen;
 static uint64_t *touched;
 static size_t ntouched;
@@ -195,13 +200,14 @@ static void load_log(uint64_t base_size)
 	cap = blocks_up(cap);
 	st.dur = calloc(1, cap);
 	img = calloc(1, cap);
+	work = calloc(1, cap);
 	st.pend = calloc(nrec + 1, sizeof(*st.pend));
 	blk_n = calloc(cap / BLK, sizeof(*blk_n));
 	blk_min = calloc(cap / BLK, sizeof(*blk_min));
 	blk_keep = calloc(cap / BLK, sizeof(*blk_keep));
 	blk_seen = calloc(cap / BLK, sizeof(*blk_seen));
 	touched = calloc(cap / BLK, sizeof(*touched));
-	if (!st.dur || !img || !st.pend || !blk_n || !blk_min || !blk_keep || !blk_seen || !touched)
+	if (!st.dur || !img || !work || !st.pend || !blk_n || !blk_min || !blk_keep || !blk_seen || !touched)
 		fatal("no memory for %s", "the image");
 }
 
@@ -410,31 +416,35 @@ static void path_in(char *out, size_t len, const char *name)
 	snprintf(out, len, "%s/%s", opt.work, name);
 }
 
-/* Run a tool with its output to work/tool.out; its exit status, or 128+signal. */
+/* Run a tool with its output to work/tool.out; its exit status, or
+ * 128+signal (127: it could not be run). posix_spawn, not fork: the
+ * replayer's buffers are large, and a fork would copy their page tables
+ * and fault on every page written afterwards, once per image. */
 static int run(const char *tool, const char *a1, const char *a2, const char *a3)
 {
 	char out[4096];
-	int status;
+	char *argv[] = {(char *)tool, (char *)a1, (char *)a2, (char *)a3, NULL};
+	posix_spawn_file_actions_t fa;
+	int status, rc;
 	pid_t pid;
 
 	path_in(out, sizeof(out), "tool.out");
-	pid = fork();
-	if (pid < 0)
-		fatal("fork: %s", strerror(errno));
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execlp(tool, tool, a1, a2, a3, (char *)NULL);
-		_exit(127);
-	}
+	if (posix_spawn_file_actions_init(&fa) != 0 ||
+	    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644) ||
+	    posix_spawn_file_actions_adddup2(&fa, 1, 2))
+		fatal("cannot prepare to run %s", tool);
+	rc = posix_spawnp(&pid, tool, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc == ENOENT || rc == EACCES)
+		return 127;
+	if (rc != 0)
+		fatal("cannot run a tool: %s", strerror(rc));
 	if (waitpid(pid, &status, 0) < 0)
 		fatal("waitpid: %s", strerror(errno));
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Write all of the image to path, a new file. */
 static void write_image(const char *path)
 {
 	char lock[4200];
@@ -452,6 +462,44 @@ static void write_image(const char *path)
 		done += (uint64_t)n;
 	}
 	close(fd);
+}
+
+/* Write the image to the working file, which holds the last one written
+ * there (invariant 3): only the runs of blocks that differ from it. */
+static void write_work_image(const char *path)
+{
+	char lock[4200];
+	uint64_t b, end;
+	int fd;
+
+	if (!work_valid) {
+		write_image(path);
+		goto written;
+	}
+	snprintf(lock, sizeof(lock), "%s-lock", path);
+	unlink(lock);
+	fd = open(path, O_WRONLY);
+	if (fd < 0 || (img_size != work_size && ftruncate(fd, (off_t)img_size) != 0))
+		fatal("cannot write '%s'", path);
+	for (b = 0; b < img_size; b = end) {
+		for (; b < img_size && !memcmp(img + b, work + b, BLK); b += BLK) {
+		}
+		for (end = b; end < img_size && memcmp(img + end, work + end, BLK); end += BLK) {
+		}
+		if (end > img_size)
+			end = img_size;
+		for (uint64_t at = b; at < end;) {
+			ssize_t n = pwrite(fd, img + at, end - at, (off_t)at);
+			if (n <= 0)
+				fatal("cannot write '%s'", path);
+			at += (uint64_t)n;
+		}
+	}
+	close(fd);
+written:
+	memcpy(work, img, cap); /* zeros past img_size (invariant 1) */
+	work_size = img_size;
+	work_valid = 1;
 }
 
 /* The claim holds in the exported tree? Returns a reason it does not, or NULL. */
@@ -522,7 +570,7 @@ static void check(size_t point, unsigned long variant, size_t pending)
 	path_in(image, sizeof(image), "crash.img");
 	path_in(tree, sizeof(tree), "tree");
 	path_in(out, sizeof(out), "tool.out");
-	write_image(image);
+	write_work_image(image);
 	n_images++;
 	nftw(tree, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	rc = run(opt.fsck, "-n", image, NULL);
@@ -642,6 +690,7 @@ static void release(void)
 	free(st.pend);
 	free(st.claims);
 	free(img);
+	free(work);
 	free(blk_n);
 	free(blk_min);
 	free(blk_keep);
