@@ -14,26 +14,28 @@
 # Environment: KVFS_POWERLOSS_MODES (default "full fsync fsync,window=200":
 # each the value of -o durability=, so it may carry more options; add "none"
 # to measure it: reported, never failed on, no image kept), KVFS_POWERLOSS_OPS
-# (workload ops, 1500), KVFS_POWERLOSS_POINTS (crash points per mode: 200, 70
-# in a sanitizer build, whose fsck and dump are slower; 0: every sync and as
-# many more), KVFS_POWERLOSS_SEED (default: random, printed). A failing image
+# (workload ops: 1500, 800 in a sanitizer build, whose daemon is slower),
+# KVFS_POWERLOSS_POINTS (crash points per mode: 180, 60 in a sanitizer build,
+# whose fsck and dump are slower; 0: every sync and as many more),
+# KVFS_POWERLOSS_SEED (default: random, printed). A failing image
 # is kept with the log and the base copy under /tmp/kvfs-powerloss.*, with
 # the command that rebuilds it. Each mode's time is printed.
 . "$(dirname "$0")/../fs/lib.sh"
 SHIM=$1 WORKER=$2 REPLAY=$3
 : "${FSCK_BIN:?}" "${DUMP_BIN:?}"
 MODES=${KVFS_POWERLOSS_MODES:-full fsync fsync,window=200}
-OPS=${KVFS_POWERLOSS_OPS:-1500}
 SEED=${KVFS_POWERLOSS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 
 # A sanitizer build's runtime must be the first library loaded, before the
 # shim (which then sits between it and libc in the chain of write hooks).
 PRELOAD=$SHIM
-POINTS=${KVFS_POWERLOSS_POINTS:-200}
+POINTS=${KVFS_POWERLOSS_POINTS:-180}
+OPS=${KVFS_POWERLOSS_OPS:-1500}
 asan=$(ldd "$KVFS_BIN" | sed -n 's/^\s*libasan\.so[^ ]* => \([^ ]*\).*/\1/p')
 if [ -n "$asan" ]; then
 	PRELOAD="$asan:$SHIM"
-	POINTS=${KVFS_POWERLOSS_POINTS:-70}
+	POINTS=${KVFS_POWERLOSS_POINTS:-60}
+	OPS=${KVFS_POWERLOSS_OPS:-800}
 fi
 
 KEEP=$(mktemp -d /tmp/kvfs-powerloss.XXXXXX)
