@@ -4,7 +4,8 @@
  *
  * Invariants:
  *  1. An image is trusted only after every check passed: a regular non-empty
- *     file, an LMDB environment whose last page lies inside the file, the six
+ *     file, an LMDB environment whose pages past the file's end, if any, are
+ *     all free (tail.c), the six
  *     named databases, and a superblock of a known version. A refused open
  *     leaves the file as it was (a lock file it created is removed again).
  *  2. A read-write open holds flock(LOCK_EX) on the image for its lifetime
@@ -355,26 +356,6 @@ static int check_file(kv_env *e, int fd, char *err, size_t errlen)
 	return 0;
 }
 
-/* LMDB maps pages up to the last one its meta page names; a file cut short
- * would fault on access, so refuse it here. */
-static int check_truncated(kv_env *e, int fd, char *err, size_t errlen)
-{
-	MDB_envinfo info;
-	MDB_stat ms;
-	struct stat st;
-
-	if (mdb_env_info(e->env, &info) || mdb_env_stat(e->env, &ms) || fstat(fd, &st))
-		return -EIO;
-	e->page_size = ms.ms_psize;
-	if ((uint64_t)st.st_size < ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize) {
-		kv_seterr(err, errlen, "'%s' is truncated: %lld bytes, the image needs %llu",
-		          e->path, (long long)st.st_size,
-		          (unsigned long long)(info.me_last_pgno + 1) * ms.ms_psize);
-		return -EIO;
-	}
-	return 0;
-}
-
 /* The lock file LMDB makes beside the image: no more open than the image. */
 static mode_t image_mode(kv_env *e)
 {
@@ -477,7 +458,7 @@ static int open_lmdb(kv_env *e, char *err, size_t errlen)
 	lock_existed = access(lpath, F_OK) == 0;
 	rc = env_open_lmdb(e, (uint64_t)st.st_size, err, errlen);
 	if (!rc)
-		rc = check_truncated(e, e->lock_fd, err, errlen);
+		rc = kv_tail_check(e, e->lock_fd, err, errlen);
 	if (!rc)
 		rc = open_dbs(e, err, errlen);
 	if (rc) {

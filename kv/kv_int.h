@@ -234,6 +234,12 @@ int kv_image_lock(int fd, const char *path, char *err, size_t errlen);
 /* Let go of the lock taken on fd (before closing it). */
 void kv_image_unlock(int fd);
 
+/* tail.c: after LMDB opened the image at fd, check that the file holds
+ * every page in use (pages past its end must all be free; a read-write open
+ * then extends it over them). 0; -EIO with a message in err when it was
+ * cut; -ENOMEM. Sets env->page_size. */
+int kv_tail_check(kv_env *env, int fd, char *err, size_t errlen);
+
 /* Resize the map to bytes (0: adopt the size another process gave the
  * image), with env->map_lock held exclusive (invariant 3): the caller holds
  * no transaction of env, read or write (env.c). */

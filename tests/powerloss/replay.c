@@ -3,8 +3,8 @@
  * write log of a run (wrec.h), build the images a disk could hold after a
  * power cut at chosen points of the run, and check each one.
  *
- *   replay [-s SEED] [-n POINTS] [-r RANDOM] [-F FSCK] [-D DUMP] [-w WORKDIR]
- *          [-k KEEPDIR] [-f FINAL] [-p POINT -v VARIANT] LOG BASE
+ *   replay [-a] [-s SEED] [-n POINTS] [-r RANDOM] [-F FSCK] [-D DUMP]
+ *          [-w WORKDIR] [-k KEEPDIR] [-f FINAL] [-p POINT -v VARIANT] LOG BASE
  *
  * A crash point c is a count of log records: the cut came after the first c
  * calls the log describes had returned. The image for c is built as:
@@ -21,17 +21,21 @@
  *      random variant may also find it grown to the furthest pending write
  *      with zeros where nothing was kept (as XFS can leave a file).
  *
- * -n POINTS crash points are picked from the seed: half of them just before a
- * SYNC_BEGIN (the most writes pending), the rest anywhere, plus the end of
- * the log (-n 0: every sync, and as many anywhere). -r RANDOM images are built
- * per point besides two fixed ones:
+ * -n POINTS crash points are picked from the seed: half of them just before
+ * a SYNC_BEGIN (the most writes pending), a sixth just before a workload's
+ * step record (its step acknowledged, the most steps pending in a window),
+ * the rest anywhere, plus the end of the log (-n 0: every sync, and as many
+ * more). -r RANDOM images are built per point besides two fixed ones:
  *
  * Variant 0 keeps no pending write, 1 keeps them all, 2... choose each k at
  * random from the seed, the point and the variant alone, so -p/-v rebuild one
  * image exactly. An image passes when fsck.kvfs -n exits 0, kvfs-dump exports
- * it (every block read, its checksum checked), and every claim of the
- * workload standing at c holds: a "have" file has its length and digest, a
- * "gone" path does not exist.
+ * it (every block read, its checksum checked), every claim of the
+ * workload standing at c holds (a "have" file has its length and digest, a
+ * "gone" path does not exist), and the exported tree is the namespace after
+ * k of the workload's steps (steps.c), k from the last step a sync covered
+ * before c (-a, durability=full: the last step recorded before c, each
+ * durable once acknowledged) to the step under way at c.
  *
  * Images are built in WORKDIR (crash.img, tree/, tool.out); up to 5 failing
  * ones are copied to KEEPDIR. -f FINAL first checks the recorder: every
@@ -46,12 +50,16 @@
  *  1. The durable state only moves forward as the points are visited in
  *     order; the bytes past its size are zero, as are the working image's.
  *  2. Only the log and BASE decide an image: no clock, no state of a run.
+ *  3. Between images, WORKDIR/crash.img holds what `work` does (with zeros
+ *     past work_size): fsck.kvfs -n and kvfs-dump only read it, so the next
+ *     image is written as the blocks that differ.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +67,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "steps.h"
 #include "wrec.h"
 
 #define BLK 4096
@@ -82,6 +91,7 @@ static struct {
 	const char *fsck, *dump, *work, *keep, *log, *base;
 	uint64_t seed;
 	unsigned long points, randoms;
+	int acked_durable; /* -a */
 } opt = {.fsck = "fsck.kvfs", .dump = "kvfs-dump", .work = ".", .points = 100, .randoms = 2};
 
 static struct rec *recs;
@@ -102,16 +112,38 @@ static struct {
 	int nsyncs;
 	struct claim *claims;
 	size_t nclaims;
+	size_t acked, floor; /* steps recorded, steps a sync covered */
 } st;
 
-/* The working image and its per-block choice. */
-static unsigned char *img;
-static uint64_t img_size;
+/* The working image and its per-block choice; what work/crash.img holds. */
+static unsigned char *img, *work;
+static uint64_t img_size, work_size;
+static int work_valid;
 static uint32_t *blk_n, *blk_min, *blk_keep, *blk_seen;
 static uint64_t *touched;
 static size_t ntouched;
 
 static unsigned long n_images, n_failed, n_kept;
+
+/* How the images' trees stood against the steps (steps.c): images checked,
+ * those that lost acknowledged steps (and the most at once), that held the
+ * step under way, that held steps past the last one a sync covered (a
+ * window's own commit); acknowledged steps no sync covered at the cut. */
+static struct {
+	unsigned long checked, vanished, under_way, past_sync;
+	size_t most_vanished, most_pending, pending_sum;
+} sst;
+
+/* Whether a USER payload of len bytes is a step record (wrec.h). */
+static int is_step(const unsigned char *payload, uint64_t len)
+{
+	return steps_is_step((const char *)payload, len);
+}
+
+static int rec_is_step(const struct rec *r)
+{
+	return r->h->type == WREC_USER && is_step(r->data, r->h->len);
+}
 
 static void fatal(const char *fmt, const char *arg)
 {
@@ -173,6 +205,9 @@ static void load_log(uint64_t base_size)
 		memcpy(&h, log + pos, sizeof(h));
 		if (h.magic != WREC_MAGIC || wrec_payload(&h) > size - pos - sizeof(h))
 			fatal("'%s': a damaged record", opt.log);
+		if (h.type == WREC_USER && is_step(log + pos + sizeof(h), h.len) &&
+		    steps_add((const char *)log + pos + sizeof(h), h.len) != 0)
+			exit(2);
 		if (h.type == WREC_UNSUPPORTED) {
 			fprintf(stderr, "replay: the run cannot be replayed: %.*s\n", (int)h.len,
 				(const char *)log + pos + sizeof(h));
@@ -195,13 +230,14 @@ static void load_log(uint64_t base_size)
 	cap = blocks_up(cap);
 	st.dur = calloc(1, cap);
 	img = calloc(1, cap);
+	work = calloc(1, cap);
 	st.pend = calloc(nrec + 1, sizeof(*st.pend));
 	blk_n = calloc(cap / BLK, sizeof(*blk_n));
 	blk_min = calloc(cap / BLK, sizeof(*blk_min));
 	blk_keep = calloc(cap / BLK, sizeof(*blk_keep));
 	blk_seen = calloc(cap / BLK, sizeof(*blk_seen));
 	touched = calloc(cap / BLK, sizeof(*touched));
-	if (!st.dur || !img || !st.pend || !blk_n || !blk_min || !blk_keep || !blk_seen || !touched)
+	if (!st.dur || !img || !work || !st.pend || !blk_n || !blk_min || !blk_keep || !blk_seen || !touched)
 		fatal("no memory for %s", "the image");
 }
 
@@ -243,6 +279,14 @@ static struct claim *claim_of(const char *path)
 	return c;
 }
 
+/* A step recorded: acknowledged, and durable if a sync (or with -a). */
+static void step_record(void)
+{
+	st.acked++;
+	if (opt.acked_durable || steps_is_sync(st.acked))
+		st.floor = st.acked;
+}
+
 static void user_record(const struct rec *r)
 {
 	char line[256], verb[8], path[128];
@@ -250,6 +294,10 @@ static void user_record(const struct rec *r)
 	size_t n = r->h->len < sizeof(line) - 1 ? r->h->len : sizeof(line) - 1;
 	struct claim *c;
 
+	if (rec_is_step(r)) {
+		step_record();
+		return;
+	}
 	memcpy(line, r->data, n);
 	line[n] = '\0';
 	if (sscanf(line, "%7s %127s %llu %llu", verb, path, &len, &hash) < 2)
@@ -410,31 +458,35 @@ static void path_in(char *out, size_t len, const char *name)
 	snprintf(out, len, "%s/%s", opt.work, name);
 }
 
-/* Run a tool with its output to work/tool.out; its exit status, or 128+signal. */
+/* Run a tool with its output to work/tool.out; its exit status, or
+ * 128+signal (127: it could not be run). posix_spawn, not fork: the
+ * replayer's buffers are large, and a fork would copy their page tables
+ * and fault on every page written afterwards, once per image. */
 static int run(const char *tool, const char *a1, const char *a2, const char *a3)
 {
 	char out[4096];
-	int status;
+	char *argv[] = {(char *)tool, (char *)a1, (char *)a2, (char *)a3, NULL};
+	posix_spawn_file_actions_t fa;
+	int status, rc;
 	pid_t pid;
 
 	path_in(out, sizeof(out), "tool.out");
-	pid = fork();
-	if (pid < 0)
-		fatal("fork: %s", strerror(errno));
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execlp(tool, tool, a1, a2, a3, (char *)NULL);
-		_exit(127);
-	}
+	if (posix_spawn_file_actions_init(&fa) != 0 ||
+	    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644) ||
+	    posix_spawn_file_actions_adddup2(&fa, 1, 2))
+		fatal("cannot prepare to run %s", tool);
+	rc = posix_spawnp(&pid, tool, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc == ENOENT || rc == EACCES)
+		return 127;
+	if (rc != 0)
+		fatal("cannot run a tool: %s", strerror(rc));
 	if (waitpid(pid, &status, 0) < 0)
 		fatal("waitpid: %s", strerror(errno));
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Write all of the image to path, a new file. */
 static void write_image(const char *path)
 {
 	char lock[4200];
@@ -452,6 +504,44 @@ static void write_image(const char *path)
 		done += (uint64_t)n;
 	}
 	close(fd);
+}
+
+/* Write the image to the working file, which holds the last one written
+ * there (invariant 3): only the runs of blocks that differ from it. */
+static void write_work_image(const char *path)
+{
+	char lock[4200];
+	uint64_t b, end;
+	int fd;
+
+	if (!work_valid) {
+		write_image(path);
+		goto written;
+	}
+	snprintf(lock, sizeof(lock), "%s-lock", path);
+	unlink(lock);
+	fd = open(path, O_WRONLY);
+	if (fd < 0 || (img_size != work_size && ftruncate(fd, (off_t)img_size) != 0))
+		fatal("cannot write '%s'", path);
+	for (b = 0; b < img_size; b = end) {
+		for (; b < img_size && !memcmp(img + b, work + b, BLK); b += BLK) {
+		}
+		for (end = b; end < img_size && memcmp(img + end, work + end, BLK); end += BLK) {
+		}
+		if (end > img_size)
+			end = img_size;
+		for (uint64_t at = b; at < end;) {
+			ssize_t n = pwrite(fd, img + at, end - at, (off_t)at);
+			if (n <= 0)
+				fatal("cannot write '%s'", path);
+			at += (uint64_t)n;
+		}
+	}
+	close(fd);
+written:
+	memcpy(work, img, cap); /* zeros past img_size (invariant 1) */
+	work_size = img_size;
+	work_valid = 1;
 }
 
 /* The claim holds in the exported tree? Returns a reason it does not, or NULL. */
@@ -513,16 +603,39 @@ static void print_tail(const char *out)
 	free(text);
 }
 
-/* fsck, export, claims: the image passes or says why not. */
+/* The exported tree is the state after some steps (steps.c); else why. */
+static void check_steps(const char *tree, char *why, size_t len)
+{
+	size_t k, pending = st.acked - st.floor;
+	const char *r = steps_match(tree, st.floor, st.acked + 1, &k);
+
+	if (r) {
+		snprintf(why, len, "%s", r);
+		return;
+	}
+	sst.checked++;
+	sst.pending_sum += pending;
+	if (pending > sst.most_pending)
+		sst.most_pending = pending;
+	if (k < st.acked) {
+		sst.vanished++;
+		if (st.acked - k > sst.most_vanished)
+			sst.most_vanished = st.acked - k;
+	}
+	sst.under_way += k > st.acked;
+	sst.past_sync += k > st.floor && k <= st.acked;
+}
+
+/* fsck, export, claims, steps: the image passes or says why not. */
 static void check(size_t point, unsigned long variant, size_t pending)
 {
-	char image[4096], tree[4096], out[4096], why[512] = "";
+	char image[4096], tree[4096], out[4096], why[1024] = "";
 	int rc;
 
 	path_in(image, sizeof(image), "crash.img");
 	path_in(tree, sizeof(tree), "tree");
 	path_in(out, sizeof(out), "tool.out");
-	write_image(image);
+	write_work_image(image);
 	n_images++;
 	nftw(tree, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	rc = run(opt.fsck, "-n", image, NULL);
@@ -535,6 +648,8 @@ static void check(size_t point, unsigned long variant, size_t pending)
 		if (r)
 			snprintf(why, sizeof(why), "%s: %s", st.claims[i].path, r);
 	}
+	if (!why[0] && steps_count())
+		check_steps(tree, why, sizeof(why));
 	if (!why[0])
 		return;
 	n_failed++;
@@ -572,32 +687,47 @@ static int cmp_size(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Half the points at syncs (just before a SYNC_BEGIN, the most pending),
- * the rest anywhere, and the end of the log; sorted, without repeats. With
- * -n 0: every sync, and as many points anywhere. */
+/* Up to want of the n candidates in c, shuffled from rng, appended to pts. */
+static size_t pick_some(size_t *c, size_t n, size_t want, uint64_t *rng, size_t *pts)
+{
+	size_t i;
+
+	for (i = 0; i < n && i < want; i++) {
+		size_t j = i + (size_t)(splitmix(rng) % (n - i)), t = c[i];
+		c[i] = c[j];
+		c[j] = t;
+		pts[i] = c[i];
+	}
+	return i;
+}
+
+/* Half the points at syncs (just before a SYNC_BEGIN, the most writes
+ * pending; in a window mode, each a commit of the window), a sixth at steps
+ * (just before a step record, the most steps pending), the rest anywhere,
+ * and the end of the log; sorted, without repeats. With -n 0: every sync,
+ * and as many more. */
 static size_t pick_points(size_t **out)
 {
 	uint64_t rng = opt.seed;
-	size_t nsync = 0, n = 0, want = opt.points;
-	size_t *syncs = calloc(nrec + 1, sizeof(*syncs)), *pts;
+	size_t nsync = 0, nstep = 0, n = 0, want = opt.points;
+	size_t *syncs = calloc(nrec + 1, sizeof(*syncs)), *steps = calloc(nrec + 1, sizeof(*steps));
+	size_t *pts;
 
-	if (!syncs)
+	if (!syncs || !steps)
 		fatal("no memory for %s", "points");
-	for (size_t i = 0; i < nrec; i++)
+	for (size_t i = 0; i < nrec; i++) {
 		if (recs[i].h->type == WREC_SYNC_BEGIN)
 			syncs[nsync++] = i;
+		else if (rec_is_step(&recs[i]))
+			steps[nstep++] = i;
+	}
 	if (want == 0)
 		want = 2 * nsync;
 	pts = calloc(want + 2, sizeof(*pts));
 	if (!pts)
 		fatal("no memory for %s", "points");
-	for (size_t i = 0; i < nsync && n < want / 2; i++) {
-		size_t j = i + (size_t)(splitmix(&rng) % (nsync - i));
-		size_t t = syncs[i];
-		syncs[i] = syncs[j];
-		syncs[j] = t;
-		pts[n++] = syncs[i];
-	}
+	n += pick_some(syncs, nsync, want / 2, &rng, pts + n);
+	n += pick_some(steps, nstep, want / 6, &rng, pts + n);
 	while (n < want)
 		pts[n++] = (size_t)(splitmix(&rng) % (nrec + 1));
 	pts[n++] = nrec;
@@ -607,6 +737,7 @@ static size_t pick_points(size_t **out)
 		if (!u || pts[u - 1] != pts[i])
 			pts[u++] = pts[i];
 	free(syncs);
+	free(steps);
 	*out = pts;
 	return u;
 }
@@ -642,21 +773,23 @@ static void release(void)
 	free(st.pend);
 	free(st.claims);
 	free(img);
+	free(work);
 	free(blk_n);
 	free(blk_min);
 	free(blk_keep);
 	free(blk_seen);
 	free(touched);
+	steps_release();
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: replay [-s SEED] [-n POINTS] [-r RANDOM] [-F FSCK] [-D DUMP] "
+	fprintf(stderr, "usage: replay [-a] [-s SEED] [-n POINTS] [-r RANDOM] [-F FSCK] [-D DUMP] "
 			"[-w WORKDIR] [-k KEEPDIR] [-f FINAL] [-p POINT -v VARIANT] LOG BASE\n");
 	exit(2);
 }
 
-static void summary(size_t npoints, size_t at_syncs)
+static void summary(size_t npoints, size_t at_syncs, size_t at_steps)
 {
 	unsigned long writes = 0, dsync = 0, syncs = 0, claims = 0;
 
@@ -668,9 +801,17 @@ static void summary(size_t npoints, size_t at_syncs)
 		claims += h->type == WREC_USER && memcmp(recs[i].data, "drop", 4);
 	}
 	printf("replay: seed %" PRIu64 ": %zu records (%lu writes, %lu O_DSYNC, %lu syncs, "
-	       "%lu claims); %zu crash points (%zu at syncs), %lu images, %lu failed\n",
-	       opt.seed, nrec, writes, dsync, syncs, claims, npoints, at_syncs, n_images,
-	       n_failed);
+	       "%lu claims, %zu steps); %zu crash points (%zu at syncs, %zu at steps), %lu images, "
+	       "%lu failed\n",
+	       opt.seed, nrec, writes, dsync, syncs, claims - steps_count(), steps_count(), npoints,
+	       at_syncs, at_steps, n_images, n_failed);
+	if (sst.checked)
+		printf("replay: steps: %lu images checked; acknowledged steps no sync covered at "
+		       "the cut: %.1f on average, %zu at most; %lu images lost some, whole (up to "
+		       "%zu at once); %lu held some past the last sync (a window committed by "
+		       "itself), %lu the step under way\n",
+		       sst.checked, (double)sst.pending_sum / (double)sst.checked, sst.most_pending,
+		       sst.vanished, sst.most_vanished, sst.past_sync, sst.under_way);
 }
 
 int main(int argc, char **argv)
@@ -679,11 +820,14 @@ int main(int argc, char **argv)
 	unsigned long only_point = (unsigned long)-1, only_variant = (unsigned long)-1;
 	unsigned char *base;
 	uint64_t base_size;
-	size_t *pts, npts, at_syncs = 0;
+	size_t *pts, npts, at_syncs = 0, at_steps = 0;
 	int c, rc = 0;
 
-	while ((c = getopt(argc, argv, "s:n:r:F:D:w:k:f:p:v:")) != -1) {
+	while ((c = getopt(argc, argv, "as:n:r:F:D:w:k:f:p:v:")) != -1) {
 		switch (c) {
+		case 'a':
+			opt.acked_durable = 1;
+			break;
 		case 's':
 			opt.seed = strtoull(optarg, NULL, 0);
 			break;
@@ -734,14 +878,15 @@ int main(int argc, char **argv)
 		if (only_point > nrec)
 			fatal("the log has fewer records than %s", "that point");
 		visit(only_point, only_variant);
-		summary(1, 0);
+		summary(1, 0, 0);
 	} else {
 		npts = pick_points(&pts);
 		for (size_t i = 0; i < npts; i++) {
 			at_syncs += pts[i] < nrec && recs[pts[i]].h->type == WREC_SYNC_BEGIN;
+			at_steps += pts[i] < nrec && rec_is_step(&recs[pts[i]]);
 			visit(pts[i], (unsigned long)-1);
 		}
-		summary(npts, at_syncs);
+		summary(npts, at_syncs, at_steps);
 		free(pts);
 	}
 	release();

@@ -20,11 +20,17 @@
  *     the sync from another thread lands after the BEGIN and is not counted.
  *  3. A WRITE with WREC_DSYNC went through an O_DSYNC/O_SYNC descriptor: it
  *     was durable when it returned (it is no barrier for other writes).
- *  4. A USER record is one line of text, "have PATH LEN HASH", "gone PATH"
- *     or "drop PATH" (PATH relative to the mount), appended by the workload
- *     after the call that made its claim true returned (fsync(2) of the file
- *     for "have", of its directory after an unlink for "gone"), or before it
- *     starts to change a path it claimed ("drop").
+ *  4. A USER record is one line of text. Claims: "have PATH LEN HASH",
+ *     "gone PATH" or "drop PATH" (PATH relative to the mount), appended by
+ *     the workload after the call that made its claim true returned (fsync(2)
+ *     of the file for "have", of its directory after an unlink for "gone"),
+ *     or before it starts to change a path it claimed ("drop"). Steps:
+ *     "step N EFFECT...", appended after the N-th call that kvfs acknowledged
+ *     as one change returned (N counts from 1, one step under way at a
+ *     time), each EFFECT what it did to the namespace: "set PATH LEN HASH"
+ *     (a file that now holds LEN bytes of digest HASH), "del PATH", "mkdir
+ *     PATH", "rmdir PATH", or "sync" (an fsync, fdatasync or fsync of a
+ *     directory: every step up to N is durable).
  */
 #ifndef WREC_H
 #define WREC_H

@@ -2,7 +2,8 @@
  * test_env.c - kv/env.c: kv_mkfs (a fresh image, its refusals), kv_open and
  * kv_close (everything survives a reopen, read-only opens), the refusals of
  * kv_open (foreign, empty, truncated, newer or incompatible images; a second
- * read-write open) which leave the file as it was, the wait for a lock
+ * read-write open) which leave the file as it was, a file that ends short
+ * of pages that are all free (opened: LMDB leaves it so), the wait for a lock
  * holder on its way out, a map at its maximum
  * (-ENOSPC, nothing lost), the recycling of per-thread read
  * transactions across many calls and many short-lived threads, and the
@@ -473,6 +474,71 @@ static void refuse_truncated(void **state)
 	free(data);
 }
 
+/* One LMDB transaction on the closed image that puts values big enough for
+ * overflow pages past the file's end and deletes them again: LMDB writes
+ * none of those pages (they are freed, never flushed), yet its meta page
+ * counts them, so the file ends short of the last page the meta names.
+ * Every commit that takes pages past the end and frees them can leave an
+ * image so; a crash (or power loss) right after it keeps it. */
+static void leave_free_tail(const char *path, struct stat *st, uint64_t *need)
+{
+	static unsigned char big[3000];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_envinfo info;
+	MDB_stat ms;
+
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, KV_NDB), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, kv_db_names[KV_DB_XATTR], 0, &dbi), 0);
+	for (int i = 0; i < 50; i++) {
+		char key[32];
+		MDB_val k = {(size_t)snprintf(key, sizeof(key), "scratch-%02d", i), key};
+		MDB_val v = {sizeof(big), big};
+		assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	}
+	for (int i = 0; i < 50; i++) {
+		char key[32];
+		MDB_val k = {(size_t)snprintf(key, sizeof(key), "scratch-%02d", i), key};
+		assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	}
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	assert_int_equal(mdb_env_info(env, &info), 0);
+	assert_int_equal(mdb_env_stat(env, &ms), 0);
+	mdb_env_close(env);
+	*need = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	assert_int_equal(stat(path, st), 0);
+}
+
+/* An image whose file ends short of its last page, every missing page free
+ * (leave_free_tail): sound, so it opens, read-write and read-only, and
+ * keeps what it held. */
+static void open_free_tail(void **state)
+{
+	struct tu_image *im = image_of(state);
+	struct kv_open_opts ro = {.readonly = 1};
+	unsigned char data[20000], got[sizeof(data)];
+	uint64_t ino, need;
+	struct stat st;
+
+	tu_fill(data, sizeof(data), 5);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "kept", 0100644, &ino), 0);
+	assert_int_equal(tu_pwrite(im->env, ino, 0, data, sizeof(data)), 0);
+	tu_image_close(im);
+	leave_free_tail(im->path, &st, &need);
+	assert_true((uint64_t)st.st_size < need); /* the case under test */
+	for (int readonly = 1; readonly >= 0; readonly--) {
+		if (tu_image_open(im, readonly ? &ro : NULL) != 0)
+			fail_msg("open (%s): %s", readonly ? "read-only" : "read-write", im->err);
+		assert_int_equal(tu_pread(im->env, ino, 0, sizeof(got), got), (ssize_t)sizeof(got));
+		assert_memory_equal(got, data, sizeof(data));
+		tu_image_close(im);
+	}
+}
+
 static void set_le(unsigned char *val, size_t len, void *arg)
 {
 	const uint64_t *at_value = arg; /* {offset, value, width} */
@@ -792,6 +858,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(refuse_foreign, closed_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_plain_lmdb, closed_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_truncated, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(open_free_tail, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_newer_version, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_features, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_second_open, tu_setup, tu_teardown),
