@@ -226,11 +226,18 @@ static void block_signals(sigset_t *sigs)
 
 static void mount_session(struct fuse_args *args)
 {
-	char opt[PATH_MAX + 64];
+	char opt[PATH_MAX + 64], *fsname = NULL;
 
 	fuse_opt_add_arg(args, "-odefault_permissions");
-	snprintf(opt, sizeof(opt), "-ofsname=%s", fs.cfg.image);
-	fuse_opt_add_arg(args, opt);
+	/* escaped: an image path may hold commas (and backslashes) */
+	snprintf(opt, sizeof(opt), "fsname=%s", fs.cfg.image);
+	if (fuse_opt_add_opt_escaped(&fsname, opt) != 0 || fuse_opt_add_arg(args, "-o") != 0 ||
+	    fuse_opt_add_arg(args, fsname) != 0) {
+		free(fsname);
+		kv_close(fs.env);
+		die_status(1, "out of memory");
+	}
+	free(fsname);
 	fuse_opt_add_arg(args, "-osubtype=kvfs");
 	fs.se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), NULL);
 	if (!fs.se) {

@@ -460,4 +460,18 @@ if command -v setfattr >/dev/null; then
 	kvfs_umount
 fi
 
+# an image path with a comma and a backslash: the mount's fsname is escaped
+# for libfuse's option list
+odd="$T/a,b\\c"
+mkdir -p "$odd"
+"$MKFS_BIN" -q "$odd/img"
+"$KVFS_BIN" "$odd/img" "$MNT" 2>"$T/odd.err"
+expect "a comma in the image's path: mounted ($(cat "$T/odd.err"))" mountpoint -q "$MNT"
+if mountpoint -q "$MNT"; then
+	echo odd > "$MNT/f"
+	kvfs_umount_img() { fusermount3 -u "$MNT" && kvfs_wait_closed "$odd/img"; }
+	expect "a comma in the image's path: unmounted" kvfs_umount_img
+	expect "a comma in the image's path: fsck clean" eval '"$FSCK_BIN" -n "$odd/img" >/dev/null 2>&1'
+fi
+
 kvfs_results
