@@ -37,15 +37,6 @@ static struct tu_image *image_of(void **state)
 	return *state;
 }
 
-/* A new image, not opened. */
-static int closed_setup(void **state)
-{
-	struct tu_image *im = calloc(1, sizeof(*im));
-
-	*state = im;
-	return im && tu_image_new(im, NULL) == 0 ? 0 : -1;
-}
-
 /* ------------------------------------------------------------- mkfs -- */
 
 static void mkfs_fresh(void **state)
@@ -851,12 +842,12 @@ static void read_invariants_checked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(mkfs_fresh, closed_setup, tu_teardown),
-	        cmocka_unit_test_setup_teardown(mkfs_refusals, closed_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(mkfs_fresh, tu_setup_closed, tu_teardown),
+	        cmocka_unit_test_setup_teardown(mkfs_refusals, tu_setup_closed, tu_teardown),
 	        cmocka_unit_test_setup_teardown(reopen_keeps_everything, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(inode_records, tu_setup, tu_teardown),
-	        cmocka_unit_test_setup_teardown(refuse_foreign, closed_setup, tu_teardown),
-	        cmocka_unit_test_setup_teardown(refuse_plain_lmdb, closed_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(refuse_foreign, tu_setup_closed, tu_teardown),
+	        cmocka_unit_test_setup_teardown(refuse_plain_lmdb, tu_setup_closed, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_truncated, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(open_free_tail, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_newer_version, tu_setup, tu_teardown),
@@ -864,7 +855,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(refuse_second_open, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(lock_waits_for_a_leaving_holder, tu_setup,
 	                                        tu_teardown),
-	        cmocka_unit_test_setup_teardown(map_full, closed_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(map_full, tu_setup_closed, tu_teardown),
 	        cmocka_unit_test_setup_teardown(read_recycle, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(read_invariants_checked, tu_setup, tu_teardown),
 	};

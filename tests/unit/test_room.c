@@ -27,25 +27,6 @@ static struct tu_image *image_of(void **state)
 	return *state;
 }
 
-static int room_setup(void **state)
-{
-	struct tu_image *im = calloc(1, sizeof(*im));
-
-	if (!im || tu_image_new(im, NULL)) {
-		free(im);
-		return -1;
-	}
-	*state = im;
-	return 0;
-}
-
-static int room_teardown(void **state)
-{
-	tu_image_free(image_of(state));
-	free(*state);
-	return 0;
-}
-
 static int open_capped(struct tu_image *im, uint64_t max_size)
 {
 	struct kv_open_opts o = {.durability = KV_DURABLE_NONE, .max_size = max_size};
@@ -422,13 +403,13 @@ static void usage_beside_resizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(full_delete_write_again, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(many_deletes_when_full, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(fill_delete_cycles, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(small_deletes_and_appends, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(max_size_below_image, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(truncate_when_full, room_setup, room_teardown),
-		cmocka_unit_test_setup_teardown(usage_beside_resizes, room_setup, room_teardown),
+		cmocka_unit_test_setup_teardown(full_delete_write_again, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(many_deletes_when_full, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(fill_delete_cycles, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(small_deletes_and_appends, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(max_size_below_image, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(truncate_when_full, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(usage_beside_resizes, tu_setup_closed, tu_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,25 +29,6 @@ static struct tu_image *image_of(void **state)
 	return *state;
 }
 
-static int win_setup(void **state)
-{
-	struct tu_image *im = calloc(1, sizeof(*im));
-
-	if (!im || tu_image_new(im, NULL)) {
-		free(im);
-		return -1;
-	}
-	*state = im;
-	return 0;
-}
-
-static int win_teardown(void **state)
-{
-	tu_image_free(image_of(state));
-	free(*state);
-	return 0;
-}
-
 /* A window of a minute: nothing commits by time during a test. */
 static int open_window(struct tu_image *im, uint64_t max_size)
 {
@@ -102,6 +83,7 @@ static void *read_other(void *p)
 static void told_before_committed(void **state)
 {
 	struct tu_image *im = image_of(state);
+	struct kv_inode in;
 	struct other o;
 	pthread_t th;
 	uint64_t ino;
@@ -116,13 +98,7 @@ static void told_before_committed(void **state)
 	pthread_join(th, NULL);
 	assert_true(o.size == 5);
 	/* not committed: the plain snapshot has no such inode yet */
-	{
-		struct kv_inode in;
-		kv_txn *t;
-		assert_int_equal(kv_read_begin(im->env, &t), 0);
-		assert_int_equal(kv_inode_get(t, ino, &in), -ENOENT);
-		kv_read_end(t);
-	}
+	assert_int_equal(tu_getattr(im->env, ino, &in), -ENOENT);
 	assert_int_equal(kv_sync(im->env), 0);
 	assert_true(size_seen(im->env, ino, 1) == 5);
 }
@@ -215,13 +191,13 @@ static void near_full_commits_before_telling(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(told_before_committed, win_setup, win_teardown),
-		cmocka_unit_test_setup_teardown(snapshot_before_commit_is_stale, win_setup,
-						win_teardown),
-		cmocka_unit_test_setup_teardown(death_loses_the_window_only, win_setup,
-						win_teardown),
-		cmocka_unit_test_setup_teardown(near_full_commits_before_telling, win_setup,
-						win_teardown),
+		cmocka_unit_test_setup_teardown(told_before_committed, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(snapshot_before_commit_is_stale, tu_setup_closed,
+						tu_teardown),
+		cmocka_unit_test_setup_teardown(death_loses_the_window_only, tu_setup_closed,
+						tu_teardown),
+		cmocka_unit_test_setup_teardown(near_full_commits_before_telling, tu_setup_closed,
+						tu_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -138,6 +138,14 @@ int tu_setup(void **state)
 	return 0;
 }
 
+int tu_setup_closed(void **state)
+{
+	struct tu_image *im = calloc(1, sizeof(*im));
+
+	*state = im;
+	return im && tu_image_new(im, NULL) == 0 ? 0 : -1;
+}
+
 int tu_teardown(void **state)
 {
 	struct tu_image *im = *state;

@@ -40,8 +40,10 @@ char *tu_image_file(const struct tu_image *im, const char *name, char *buf);
  * of debug builds. */
 int tu_aborts(struct tu_image *im, void (*fn)(kv_env *env), const char *expect);
 
-/* cmocka group fixtures: *state becomes an open struct tu_image. */
+/* cmocka group fixtures: *state becomes an open struct tu_image (tu_setup)
+ * or a new one not opened yet (tu_setup_closed); tu_teardown frees either. */
 int tu_setup(void **state);
+int tu_setup_closed(void **state);
 int tu_teardown(void **state);
 
 /* A new inode of the given mode (S_IFREG | 0644 ...) named name in dir. */
