@@ -613,13 +613,16 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 	u->extent_bytes = u->used_bytes;
 	{
 		/* pages on LMDB's freelist (database 0) are free for reuse */
+		const unsigned char *ids;
 		MDB_cursor *c;
 		MDB_val k, v;
 		uint64_t free_pages = 0;
+		long cnt;
+
 		if (mdb_cursor_open(t->txn, 0, &c) == 0) {
 			while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
-				if (v.mv_size >= sizeof(size_t))
-					free_pages += *(const size_t *)v.mv_data;
+				if ((cnt = kv_freelist_record(&v, &ids)) > 0)
+					free_pages += (uint64_t)cnt;
 			mdb_cursor_close(c);
 		}
 		if (free_pages * e->page_size < u->used_bytes)

@@ -301,6 +301,11 @@ uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len)
 enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM };
 enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
 				    size_t vlen, size_t *len);
+/* One record of LMDB's free list (database 0): a count of page numbers, then
+ * the numbers, each a size_t (as mdb_stat -f reads them), unaligned in the
+ * page. The count, with *ids at the first number (read it with memcpy); or
+ * -1 when the record is too short for its count. */
+long kv_freelist_record(const MDB_val *v, const unsigned char **ids);
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);

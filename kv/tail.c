@@ -61,17 +61,16 @@ static int count_free(kv_env *e, uint64_t first, uint64_t n, unsigned char *seen
 	if (mrc)
 		goto txn_abort;
 	while (!(mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))) {
-		size_t cnt, id;
+		const unsigned char *ids;
+		long cnt = kv_freelist_record(&v, &ids);
 
-		if (v.mv_size < sizeof(cnt))
+		if (cnt < 0)
 			break;
-		memcpy(&cnt, v.mv_data, sizeof(cnt)); /* unaligned in the page */
-		if (cnt > v.mv_size / sizeof(id) - 1)
-			break;
-		for (size_t i = 1; i <= cnt; i++) {
+		for (long i = 0; i < cnt; i++) {
 			uint64_t b;
+			size_t id;
 
-			memcpy(&id, (const char *)v.mv_data + i * sizeof(id), sizeof(id));
+			memcpy(&id, ids + i * sizeof(id), sizeof(id));
 			if (id < first || id - first >= n)
 				continue;
 			b = id - first;
