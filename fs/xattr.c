@@ -93,15 +93,13 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
  * transaction still pins it, so the work and the reply are one. */
 void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	int refused = name_refused(name);
+	int refused = name_refused(name), cap = strcmp(name, "security.capability") == 0;
 	struct kv_inode in;
 	const void *val;
 	size_t len = 0;
+	unsigned xgen = 0;
 	kv_txn *t;
 	int rc;
-
-	unsigned xgen;
-	int cap = strcmp(name, "security.capability") == 0;
 
 	if (refused == -ERANGE) {
 		fuse_reply_err(req, ERANGE);
