@@ -413,8 +413,8 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	} else {
 		if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size)
 			in.size = a->off + a->len;
-		/* the room is taken now: zeros in the holes, so that writing
-		 * there later replaces blocks instead of adding them */
+		/* the room is taken now: unwritten blocks in the holes, whose
+		 * first writes the store keeps room for (kv_data_allocate) */
 		a->stop = a->off + a->len < in.size ? a->off + a->len : in.size;
 		rc = kv_data_allocate(t, &in, a->from, a->stop, ALLOC_CHUNK, &a->next);
 	}

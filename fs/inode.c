@@ -481,7 +481,8 @@ int fs_do_statfs(struct statvfs *sv)
 	memset(sv, 0, sizeof(*sv));
 	sv->f_bsize = 4096;
 	sv->f_frsize = 4096;
-	sv->f_blocks = (u.used_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
+	/* what fallocate promised counts as used, as its blocks do on ext4 */
+	sv->f_blocks = (u.used_bytes + u.promised_bytes + u.avail_bytes + u.reserve_bytes) / 4096;
 	sv->f_bfree = (u.avail_bytes + u.reserve_bytes) / 4096;
 	sv->f_bavail = u.avail_bytes / 4096;
 	sv->f_ffree = u.avail_bytes / 256; /* an inode record and its dirent take about that */

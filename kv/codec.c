@@ -160,7 +160,8 @@ enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, con
 	const unsigned char *p = val;
 
 	*len = kv_block_len(vlen);
-	if (vlen <= KV_CSUM_LEN || vlen > bs + KV_CSUM_LEN)
+	/* no bytes: an unwritten block (data.c), checksummed all the same */
+	if (vlen < KV_CSUM_LEN || vlen > bs + KV_CSUM_LEN)
 		return KV_BLOCK_BAD_LEN;
 	if (kv_block_csum(ino, idx, p, *len) != kv_get_le64(p + *len))
 		return KV_BLOCK_BAD_SUM;

@@ -4,7 +4,9 @@
  *
  * Block i covers bytes [i * B, (i + 1) * B) of the file, B the image's block
  * size. A missing block is a hole; a block shorter than B reads as zeros past
- * its end.
+ * its end. A block of no bytes is unwritten: fallocate's, it reads as zeros
+ * and stands for the page its first write will take (room.c keeps that much
+ * free for it), as ext4's unwritten extents do.
  *
  * Invariants:
  *  1. No stored byte lies at or past the file size: truncate and punch trim
@@ -12,9 +14,13 @@
  *  2. Every block is verified against its checksum before its bytes are used,
  *     for a read and for a read-modify-write alike: a mismatch is -EIO and a
  *     log line, never data.
- *  3. in->nblocks counts the stored blocks of the file.
+ *  3. in->nblocks counts the stored blocks of the file, unwritten ones too.
+ *  5. The meta record KV_UNWRITTEN_KEY counts the unwritten blocks of the
+ *     image: whatever stores or drops one changes it in the same op.
  *  4. Range operations walk the stored blocks with a cursor, never every
  *     index of the range, so a huge sparse range costs what it holds.
+ *
+ * (Invariant 5 is kept by this file and kv_inode_purge.)
  */
 #include <assert.h>
 #include <errno.h>
@@ -87,6 +93,120 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 		    sum ? *sum : kv_block_csum(ino, idx, data, len));
 	t->env->wb_bytes += len;
 	return 0;
+}
+
+/* Whether a block value is an unwritten block's (no bytes, a checksum). */
+static int is_unwritten(const MDB_val *v)
+{
+	return v->mv_size == KV_CSUM_LEN;
+}
+
+int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
+{
+	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v;
+	int mrc = mdb_get(txn, e->dbi[KV_DB_META], &k, &v);
+
+	*count = 0;
+	if (mrc == MDB_NOTFOUND)
+		return 0;
+	if (mrc)
+		return kv_err(NULL, mrc, "get unwritten count");
+	if (v.mv_size != 8)
+		return -EIO;
+	*count = kv_get_le64(v.mv_data);
+	return 0;
+}
+
+int kv_unwritten_add(kv_txn *t, int64_t delta)
+{
+	kv_env *e = t->env;
+	unsigned char b[8];
+	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b};
+	uint64_t n;
+	int rc;
+
+	if (delta == 0)
+		return 0;
+	assert(t->write && kv_role_mine(e));
+	rc = kv_unwritten_read(e, t->txn, &n);
+	if (rc == -EIO) {
+		kv_log("%s: damaged count of unwritten blocks (fsck.kvfs sets it right)", e->path);
+		n = 0;
+	} else if (rc) {
+		return rc;
+	}
+	if (delta < 0)
+		n = (uint64_t)-delta > n ? 0 : n - (uint64_t)-delta; /* never below 0 */
+	else
+		n += (uint64_t)delta;
+	if (delta > 0 && !(e->super.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN)) {
+		/* the first unwritten block: a kvfs that does not know them
+		 * must not take them for damage. e->super keeps the flag (the
+		 * commit's own store of the superblock copies it) even if this
+		 * op is rolled back: a flag with no such block is harmless */
+		struct kv_super s = e->super;
+
+		e->super.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
+		s.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
+		s.next_ino = e->next_ino;
+		rc = kv_super_store(t, &s);
+		if (rc)
+			return rc;
+	}
+	kv_put_le64(b, n);
+	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
+	if (rc == 0)
+		e->unwritten_dirty = 1;
+	return rc;
+}
+
+int kv_unwritten_recount(kv_txn *t, uint64_t *count)
+{
+	kv_env *e = t->env;
+	unsigned char b[8];
+	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b}, bk, bv;
+	MDB_cursor *c;
+	uint64_t n = 0, old;
+	int mrc, rc;
+
+	if (!t->write)
+		return -EROFS;
+	assert(kv_role_mine(e));
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	for (mrc = mdb_cursor_get(c, &bk, &bv, MDB_FIRST); mrc == 0;
+	     mrc = mdb_cursor_get(c, &bk, &bv, MDB_NEXT))
+		n += is_unwritten(&bv);
+	if (mrc != MDB_NOTFOUND)
+		return kv_err(t, mrc, "count unwritten blocks");
+	*count = n;
+	/* one too many or too few: add the difference, which sets the
+	 * feature flag when blocks are there */
+	rc = kv_unwritten_read(e, t->txn, &old);
+	if (rc == 0 && old != n)
+		return kv_unwritten_add(t, n > old ? (int64_t)(n - old) : -(int64_t)(old - n));
+	if (rc != -EIO)
+		return rc;
+	kv_put_le64(b, 0); /* damaged: from 0 */
+	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
+	return rc ? rc : kv_unwritten_add(t, (int64_t)n);
+}
+
+void kv_unwritten_prepare(kv_env *e, MDB_txn *txn)
+{
+	assert(kv_role_mine(e));
+	if (e->unwritten_dirty && kv_unwritten_read(e, txn, &e->unwritten_txn) == 0)
+		e->unwritten_dirty = 2; /* read: published once the commit is */
+}
+
+int kv_unwritten_publish(kv_env *e)
+{
+	assert(kv_role_mine(e));
+	if (e->unwritten_dirty != 2)
+		return 0;
+	e->unwritten_dirty = 0;
+	return atomic_exchange(&e->unwritten, e->unwritten_txn) != e->unwritten_txn;
 }
 
 /* Append a segment to iov, merging runs of zeros. */
@@ -199,6 +319,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	const unsigned char *src = buf;
 	unsigned char *w = t->env->wbuf;
 	uint64_t pos = off, end, first_sum;
+	int64_t unwritten_gone = 0;
 	int mrc, rc;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
@@ -220,7 +341,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		size_t olen = 0, nlen;
 		/* no block starts at or past the size (fsck checks it): such a
 		 * block is put without looking it up first */
-		int fresh = idx * bs >= in->size;
+		int fresh = idx * bs >= in->size, had = 0, was_unwritten = 0;
 
 		if (from == 0 && idx - first_sum < nsums)
 			sum = &sums[idx - first_sum];
@@ -230,7 +351,9 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			/* the old bytes are needed (and verified) only when some of
 			 * them survive: a block written over whole is just replaced,
 			 * which also lets a damaged block be overwritten */
-			if (v.mv_size <= KV_CSUM_LEN || v.mv_size > bs + KV_CSUM_LEN)
+			had = 1;
+			was_unwritten = is_unwritten(&v);
+			if (v.mv_size < KV_CSUM_LEN || v.mv_size > bs + KV_CSUM_LEN)
 				olen = bs;
 			else
 				olen = v.mv_size - KV_CSUM_LEN;
@@ -257,11 +380,15 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		}
 		if (rc)
 			return rc;
-		if (olen == 0)
+		if (!had)
 			in->nblocks++;
+		unwritten_gone += was_unwritten;
 		src += to - from;
 		pos = idx * bs + to;
 	}
+	rc = kv_unwritten_add(t, -unwritten_gone);
+	if (rc)
+		return rc;
 	if (end > in->size)
 		in->size = end;
 	return 0;
@@ -275,6 +402,7 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 	unsigned char kb[16];
 	unsigned char *w = t->env->wbuf;
 	uint64_t idx = off / bs;
+	int64_t unwritten_gone = 0;
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
@@ -287,14 +415,14 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		k = block_key(kb, in->ino, idx);
 		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 		if (mrc == MDB_NOTFOUND)
-			return 0;
+			break;
 		if (mrc)
 			return kv_err(t, mrc, "zero range");
 		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != in->ino)
-			return 0;
+			break;
 		idx = kv_get_be64((unsigned char *)k.mv_data + 8);
 		if (idx > (end - 1) / bs)
-			return 0;
+			break;
 		uint64_t from = off > idx * bs ? off - idx * bs : 0;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
 		blen = v.mv_size > KV_CSUM_LEN ? v.mv_size - KV_CSUM_LEN : 0;
@@ -302,11 +430,17 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		 * one partly kept is verified first */
 		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
 			return rc;
-		if (from == 0 && to >= blen) {
+		if (is_unwritten(&v) && !(from == 0 && (to >= bs || idx * bs + to >= in->size))) {
+			/* an unwritten block stays allocated unless all of it goes
+			 * (as ext4 zeroes part of a block it punches) */
+		} else if (from == 0 && to >= blen) {
+			int was_unwritten = is_unwritten(&v);
+
 			rc = kv_err(t, mdb_cursor_del(c, 0), "delete block");
 			if (rc)
 				return rc;
 			in->nblocks--;
+			unwritten_gone += was_unwritten;
 		} else if (from < blen) {
 			memcpy(w, v.mv_data, blen);
 			if (to >= blen)
@@ -318,9 +452,10 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 				return rc;
 		}
 		if (idx == UINT64_MAX)
-			return 0;
+			break;
 		idx++;
 	}
+	return kv_unwritten_add(t, -unwritten_gone);
 }
 
 int kv_data_truncate(kv_txn *t, struct kv_inode *in, uint64_t size)
@@ -359,6 +494,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	unsigned char kb[16];
 	unsigned char *w = t->env->wbuf;
 	uint64_t idx, last, n = 0;
+	int64_t added = 0;
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
@@ -382,16 +518,18 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 
 		if (n == max_blocks) {
 			*next = idx * bs;
-			return 0;
+			break;
 		}
 		k = block_key(kb, in->ino, idx);
 		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
 		if (mrc == MDB_NOTFOUND) {
-			rc = block_put(t, in->ino, idx, zeros, want, NULL, 0);
+			/* unwritten: no bytes to store now, its page kept free */
+			rc = block_put(t, in->ino, idx, zeros, 0, NULL, 0);
 			if (rc)
 				return rc;
 			in->nblocks++;
 			n++;
+			added++;
 			continue;
 		}
 		if (mrc)
@@ -399,7 +537,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		rc = block_check(t, in->ino, idx, &v, &blen);
 		if (rc)
 			return rc;
-		if (blen >= want)
+		if (blen >= want || is_unwritten(&v))
 			continue;
 		/* a short tail block: its zeros up to the size become stored */
 		memcpy(w, v.mv_data, blen);
@@ -409,7 +547,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			return rc;
 		n++;
 	}
-	return 0;
+	return kv_unwritten_add(t, added);
 }
 
 int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t *count)
@@ -486,6 +624,8 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 		rc = block_check(t, ino, idx, &v, &blen);
 		if (rc)
 			return rc;
+		if (is_unwritten(&v))
+			blen = bs; /* allocated: data, as tmpfs calls what fallocate took */
 		at = idx * bs;
 		if (whence == SEEK_DATA) {
 			if (at + blen > off) {

@@ -283,7 +283,8 @@ static int open_super(kv_env *e, MDB_txn *txn, char *err, size_t errlen)
 		kv_seterr(err, errlen, "'%s': damaged superblock", e->path);
 		return rc;
 	}
-	if (e->super.feature_incompat || (!e->readonly && e->super.feature_ro_compat)) {
+	if ((e->super.feature_incompat & ~KV_FEATURE_INCOMPAT_KNOWN) ||
+	    (!e->readonly && e->super.feature_ro_compat)) {
 		kv_seterr(err, errlen, "'%s' uses features this kvfs does not know (incompat %#llx, "
 			"ro_compat %#llx)%s", e->path, (unsigned long long)e->super.feature_incompat,
 		       (unsigned long long)e->super.feature_ro_compat, e->super.feature_incompat ? ""
@@ -322,6 +323,14 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 			rc = -EIO;
 			goto txn_abort;
 		}
+	}
+	{
+		uint64_t n;
+
+		if (kv_unwritten_read(e, txn, &n) == -EIO)
+			kv_log("%s: damaged count of unwritten blocks (fsck.kvfs sets it right)",
+			       e->path);
+		atomic_store(&e->unwritten, n);
 	}
 	mrc = mdb_txn_commit(txn);
 	if (mrc) {
@@ -607,6 +616,8 @@ int kv_usage_get(kv_env *e, struct kv_usage *u)
 		if (rc)
 			goto read_end;
 	}
+	if (kv_unwritten_read(e, t->txn, &u->unwritten) == -EIO)
+		u->unwritten = 0; /* damaged: fsck says so */
 	mdb_env_info(e->env, &info);
 	u->map_bytes = info.me_mapsize;
 	u->used_bytes = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -639,6 +650,7 @@ read_end:
 	kv_room_measure(e, &room);
 	u->reserve_bytes = room.reserve;
 	u->avail_bytes = room.use_max > u->used_bytes ? room.use_max - u->used_bytes : 0;
+	u->promised_bytes = room.promised;
 	return rc;
 }
 

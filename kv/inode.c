@@ -90,8 +90,9 @@ int kv_super_store(kv_txn *t, const struct kv_super *s)
 	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0), "put superblock");
 }
 
-/* Delete every key of db that starts with the 8-byte ino prefix. */
-static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
+/* Delete every key of db that starts with the 8-byte ino prefix; count the
+ * unwritten blocks among them in *unwritten (data.c), when not NULL. */
+static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino, int64_t *unwritten)
 {
 	unsigned char kb[8];
 	MDB_cursor *c;
@@ -106,6 +107,8 @@ static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino)
 	while (mrc == 0) {
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
 			return 0;
+		if (unwritten && v.mv_size == KV_CSUM_LEN)
+			++*unwritten;
 		mrc = mdb_cursor_del(c, 0);
 		if (mrc)
 			break;
@@ -120,14 +123,17 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
 	MDB_val k = ino_key(kb, ino);
+	int64_t unwritten = 0;
 	int mrc, rc;
 
 	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
-	rc = delete_prefix(t, KV_DB_DATA, ino);
+	rc = delete_prefix(t, KV_DB_DATA, ino, &unwritten);
 	if (!rc)
-		rc = delete_prefix(t, KV_DB_XATTR, ino);
+		rc = kv_unwritten_add(t, -unwritten); /* data.c invariant 5 */
+	if (!rc)
+		rc = delete_prefix(t, KV_DB_XATTR, ino, NULL);
 	if (rc)
 		return rc;
 	mrc = mdb_del(t->txn, t->env->dbi[KV_DB_INODE], &k, NULL);

@@ -51,6 +51,15 @@
 #include <sys/uio.h>
 
 #define KV_FORMAT_VERSION 1
+/* Incompatible features (superblock feature_incompat), docs/FORMAT.md.
+ * UNWRITTEN: blocks of no bytes that fallocate stored, set when the first
+ * one is (a kvfs without it would call them damaged). */
+#define KV_FEATURE_INCOMPAT_UNWRITTEN 0x1ULL
+#define KV_FEATURE_INCOMPAT_KNOWN KV_FEATURE_INCOMPAT_UNWRITTEN
+/* The value length of an unwritten block: a checksum of no bytes. */
+#define KV_BLOCK_UNWRITTEN_LEN 8
+/* The meta record that counts the unwritten blocks (u64, little-endian). */
+#define KV_UNWRITTEN_KEY "unwritten"
 #define KV_ROOT_INO 1
 #define KV_NAME_MAX 255
 #define KV_XATTR_NAME_MAX 255
@@ -120,12 +129,14 @@ struct kv_usage {
 	uint64_t map_bytes;   /* current map size */
 	uint64_t max_bytes;   /* configured maximum (0: none) */
 	uint64_t used_bytes;  /* pages in use by the last snapshot */
+	uint64_t promised_bytes; /* kept free for the unwritten blocks (room.c) */
 	uint64_t extent_bytes; /* up to the last page of the image (free pages too) */
 	uint64_t avail_bytes; /* what ordinary changes may still use */
 	uint64_t reserve_bytes; /* kept for deletes on top of that (room.c) */
 	uint32_t page_size;
 	uint64_t inodes;      /* inode records */
 	uint64_t blocks;      /* data blocks */
+	uint64_t unwritten;   /* of them, unwritten (fallocate's; no bytes yet) */
 	uint64_t dirents;     /* dirent keys */
 	uint64_t xattrs;
 	uint64_t orphans;
@@ -355,10 +366,11 @@ int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
  * the size is unchanged; updates in->nblocks. -EIO: a block kept in part
  * fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
-/* Store zeros in the holes of [off, end) within in->size (fallocate: the
- * room is then taken, and later writes there replace blocks rather than add
- * them), and fill a short block out to the size; at most max_blocks blocks
- * are stored: *next is where to go on (end, or in->size, when done).
+/* Store unwritten blocks in the holes of [off, end) within in->size
+ * (fallocate: they read as zeros, and the room their first writes take is
+ * kept free for them, room.c), and fill a short block out to the size with
+ * zeros; at most max_blocks blocks are stored: *next is where to go on
+ * (end, or in->size, when done).
  * Updates in->nblocks. -EIO: a stored block fails its checksum. -EROFS,
  * -ENOSPC. */
 int kv_data_allocate(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end,
@@ -488,6 +500,10 @@ int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, siz
                    size_t *len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
+
+/* Count the unwritten blocks (fallocate's) in txn and set the image's count
+ * of them to that (fsck); *count: how many. -EROFS. */
+int kv_unwritten_recount(kv_txn *txn, uint64_t *count);
 
 /* Raise the inode counter to at least next (fsck). -EROFS. */
 int kv_ino_counter_raise(kv_txn *txn, uint64_t next);

@@ -150,7 +150,23 @@ struct kv_env {
 	int room_no_alloc;        /* the role's: the host refused fallocate */
 	int in_reserve;           /* the role's: running an op in the reserve */
 	int touched;              /* the role's: the last commit was run_touch's */
+
+	/* unwritten blocks (data.c): what fallocate promised */
+	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
+	int unwritten_dirty;      /* the role's: changed in the open transaction */
+	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
 };
+
+/* Unwritten blocks (data.c). Before a commit of txn (the role): note the
+ * count it holds when an op changed it; after that commit succeeded:
+ * publish it (1: it changed, the room is to be measured again). */
+void kv_unwritten_prepare(kv_env *e, MDB_txn *txn);
+int kv_unwritten_publish(kv_env *e);
+/* Add delta to the count of the op's txn t (the role). */
+int kv_unwritten_add(kv_txn *t, int64_t delta);
+/* The count stored in txn (0 when the record is absent; -EIO when it is
+ * damaged). */
+int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count);
 
 /* The window (window.c). Mark ino changed in the open window (an op's txn
  * there; nothing elsewhere: a batch is committed before it is told). */
@@ -169,10 +185,13 @@ struct kv_room {
 	uint64_t alloc_end;  /* the file's blocks reach this far (with those past its end) */
 	uint64_t host_avail; /* free on the host filesystem */
 	uint64_t reserve;
-	uint64_t use_max;    /* limit - reserve: what ordinary changes may hold */
+	uint64_t promised;   /* kept for the unwritten blocks' first writes */
+	uint64_t use_max;    /* limit - reserve - promised: what ordinary changes may hold */
 	uint64_t cap, hard;  /* the map for ordinary changes, for the reserve's */
 };
 void kv_room_measure(kv_env *env, struct kv_room *r);
+/* The bytes the unwritten blocks of the last commit will take (room.c). */
+uint64_t kv_room_promised(const kv_env *env);
 /* Whether the image is tight and txn's pages in use reached the limit less
  * the reserve: an ordinary change must fail with -ENOSPC before it runs
  * (room.c). */

@@ -127,11 +127,16 @@ int kv_raw_put(kv_txn *t, enum kv_db db, const void *key, size_t klen, const voi
 
 int kv_raw_del(kv_txn *t, enum kv_db db, const void *key, size_t klen)
 {
-	MDB_val k = {klen, (void *)key};
+	MDB_val k = {klen, (void *)key}, v;
+	int unwritten = 0, rc;
 
 	if (!t->write)
 		return -EROFS;
-	return kv_err(t, mdb_del(t->txn, t->env->dbi[db], &k, NULL), "raw delete");
+	/* data.c invariant 5: an unwritten block leaves the count */
+	if (db == KV_DB_DATA && mdb_get(t->txn, t->env->dbi[db], &k, &v) == 0)
+		unwritten = v.mv_size == KV_CSUM_LEN;
+	rc = kv_err(t, mdb_del(t->txn, t->env->dbi[db], &k, NULL), "raw delete");
+	return rc || !unwritten ? rc : kv_unwritten_add(t, -1);
 }
 
 int kv_ino_counter_raise(kv_txn *t, uint64_t next)

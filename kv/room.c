@@ -15,12 +15,17 @@
  *
  *   extent  the bytes up to the image's last page (free pages inside count
  *           as room: LMDB reuses them first)
+ *   promised  the pages the first writes of the unwritten blocks take
+ *           (fallocate's, data.c), kept free for them: ordinary changes
+ *           stop short of them as if they were in use
  *   limit   max_size, or what the image file can reach on its host: its
  *           blocks (with those allocated past its end) plus the host's
  *           free space, whichever is less; but never less than the extent
  *           the image had when it opened ("no growth" for a max_size
  *           below that: its free pages are used, the reserve is kept)
- *   cap     limit - reserve, never below the extent: ordinary changes grow
+ *   use_max limit - reserve - promised: the pages in use ordinary changes
+ *           may reach
+ *   cap     use_max, never below the extent: ordinary changes grow
  *           the map up to here (kv_map_grow)
  *   hard    limit, or the extent plus a quarter of the reserve when that is
  *           more: the map for a change that may use the reserve
@@ -34,7 +39,8 @@
  * hold alone in the reserve when it is flagged, and fails it with -ENOSPC
  * otherwise. A write over stored blocks (KV_OP_OVERWRITE) may go past both
  * limits, adding nothing there (kv_txn_reserved): it frees what it
- * replaces, so writing into what fallocate took works on a full image.
+ * replaces, or takes what was promised to the unwritten block it fills, so
+ * writing into what fallocate took works on a full image.
  *
  * Invariants:
  *  1. The reserve is reserve_of() bytes: 1/64 of the image (of max_size
@@ -72,6 +78,17 @@
 /* kv_room_avail is exact (counts pages in use) within this of the cap,
  * a lower bound past it */
 #define AVAIL_EXACT (64ULL << 20)
+
+uint64_t kv_room_promised(const kv_env *e)
+{
+	/* an unwritten block's first write takes a page for its bytes and
+	 * checksum (LMDB's overflow page, with its header): its leaf entry
+	 * stays the same size */
+	uint64_t per = ((uint64_t)e->super.block_size + KV_CSUM_LEN + 16 + e->page_size - 1) /
+		       e->page_size * e->page_size;
+
+	return atomic_load(&e->unwritten) * per;
+}
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
 {
@@ -117,7 +134,8 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 	/* an image larger than its limit when it opened keeps its size */
 	if (limit < e->room_anchor)
 		limit = e->room_anchor;
-	r->use_max = limit > r->reserve ? limit - r->reserve : 0;
+	r->promised = kv_room_promised(e);
+	r->use_max = limit > r->reserve + r->promised ? limit - r->reserve - r->promised : 0;
 	r->cap = r->use_max > r->extent ? r->use_max : r->extent;
 	r->hard = r->extent + r->reserve / 4 > limit ? r->extent + r->reserve / 4 : limit;
 }

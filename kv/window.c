@@ -328,6 +328,7 @@ static int win_close(kv_env *e, int sync)
 	if (rc) {
 		mdb_txn_abort(e->win);
 	} else {
+		kv_unwritten_prepare(e, e->win);
 		mrc = mdb_txn_commit(e->win);
 		if (mrc == EIO && kv_disk_full(e))
 			mrc = ENOSPC; /* LMDB says EIO for a short write */

@@ -262,6 +262,7 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 		return rc;
 	}
 	avail = kv_room_avail_in(e, parent);
+	kv_unwritten_prepare(e, parent);
 	mrc = mdb_txn_commit(parent);
 	e->w_txn = NULL;
 	if (mrc == 0) {
@@ -305,7 +306,14 @@ void kv_after_commit(kv_env *e)
 		e->wb_bytes -= KV_FLUSH_KICK;
 		kv_flusher_kick(e);
 	}
-	kv_room_check(e);
+	if (kv_unwritten_publish(e)) {
+		/* what fallocate promised changed: the room for the rest, from
+		 * the extent on (a lower bound), until the next commit counts */
+		atomic_store(&e->room_avail, 0);
+		kv_room_update(e);
+	} else {
+		kv_room_check(e);
+	}
 }
 
 static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)

@@ -6,7 +6,7 @@
 # deleting always works, df says what is usable, fsck -n is clean after
 # each step and nothing written before is lost.
 . "$(dirname "$0")/lib.sh"
-: "${FSCK_BIN:?}"
+: "${FSCK_BIN:?}" "${DUMP_BIN:?}"
 HOST=$T/host
 mkdir -p "$HOST"
 CLEANUP_EXTRA='mountpoint -q "$MNT" && fusermount3 -u "$MNT"; kvfs_wait_closed "$IMG"; mountpoint -q "$HOST" && umount -l "$HOST"'
@@ -15,6 +15,7 @@ fsck_clean() { # image: fsck -n exits 0 (also on a mounted image)
 	"$FSCK_BIN" -n "$1" >"$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; return 1; }
 }
 avail_kb() { df -k --output=avail "$MNT" | tail -1 | tr -d ' '; }
+map_used() { sync -f "$MNT"; "$DUMP_BIN" "$IMG" summary | awk '/^map used:/ {print $3}'; }
 
 head -c 300000 /dev/urandom > "$T/keep"
 head -c 5000000 /dev/urandom > "$T/five"
@@ -228,10 +229,17 @@ for cache in writeback nowriteback; do
 		[ "$(stat -c %s "$MNT/huge" 2>/dev/null || echo 0)" -eq 0 ]
 	rm -f "$MNT/huge"
 	before=$(avail_kb)
+	used_before=$(map_used)
 	fallocate -l 8M "$MNT/held" 2>"$T/fa.err"
 	expect "fallocate $cache: 8M fits ($(cat "$T/fa.err"))" [ ! -s "$T/fa.err" ]
 	expect "fallocate $cache: df counts it ($before -> $(avail_kb) KiB free)" \
 		[ "$(avail_kb)" -le $((before - (8 << 10))) ]
+	# unwritten blocks: the room is kept, nothing written yet
+	expect "fallocate $cache: no bytes stored ($used_before -> $(map_used) bytes in use)" \
+		[ "$(map_used)" -lt $((used_before + (512 << 10))) ]
+	expect "fallocate $cache: du counts it ($(du -k "$MNT/held" | cut -f1) KiB)" \
+		[ "$(du -k "$MNT/held" | cut -f1)" -ge $((8 << 10)) ]
+	expect "fallocate $cache: reads zeros" cmp -s -n 8388608 "$MNT/held" /dev/zero
 	fill "fallocate $cache"
 	dd if="$T/src8" of="$MNT/held" bs=1M conv=notrunc,fsync status=none 2>"$T/dd.err"
 	expect "fallocate $cache: the space it held is written when full ($(cat "$T/dd.err"))" \

@@ -28,10 +28,11 @@
 #define NB 10 /* blocks a model file may span */
 
 /* A file as kv/data.c should keep it: its bytes, its size and the stored
- * length of each block (0: a hole). */
+ * length of each block (0: a hole, or an unwritten block when unw). */
 struct model {
 	uint64_t bs, size;
 	size_t blen[NB];
+	unsigned char unw[NB]; /* fallocate's: stored, no bytes */
 	unsigned char *buf; /* NB * bs bytes, zero past size */
 };
 
@@ -48,7 +49,16 @@ static uint64_t m_nblocks(const struct model *m)
 	uint64_t n = 0;
 
 	for (int i = 0; i < NB; i++)
-		n += m->blen[i] > 0;
+		n += m->blen[i] > 0 || m->unw[i];
+	return n;
+}
+
+static uint64_t m_unwritten(const struct model *m)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < NB; i++)
+		n += m->unw[i];
 	return n;
 }
 
@@ -62,6 +72,7 @@ static void m_write(struct model *m, uint64_t off, const void *src, size_t len)
 		uint64_t to = end - idx * m->bs < m->bs ? end - idx * m->bs : m->bs;
 		if (m->blen[idx] < to)
 			m->blen[idx] = to;
+		m->unw[idx] = 0; /* written: a block of bytes */
 	}
 	if (end > m->size)
 		m->size = end;
@@ -76,7 +87,9 @@ static void m_zero(struct model *m, uint64_t off, uint64_t end)
 		uint64_t at = idx * m->bs;
 		uint64_t from = off > at ? off - at : 0;
 		uint64_t to = end - at < m->bs ? end - at : m->bs;
-		if (from == 0 && to >= m->blen[idx])
+		if (m->unw[idx]) /* dropped only when all of it goes */
+			m->unw[idx] = !(from == 0 && (to >= m->bs || at + to >= m->size));
+		else if (from == 0 && to >= m->blen[idx])
 			m->blen[idx] = 0;
 		else if (from < m->blen[idx] && to >= m->blen[idx])
 			m->blen[idx] = from;
@@ -98,19 +111,23 @@ static void m_punch(struct model *m, uint64_t off, uint64_t len)
 }
 
 /* fallocate's allocation: every block of [off, end) within the size is
- * stored out to the size (zeros where it was a hole). */
+ * stored: an unwritten block where it was a hole, a short one filled out
+ * with zeros to the size. */
 static void m_allocate(struct model *m, uint64_t off, uint64_t end)
 {
 	if (end > m->size)
 		end = m->size;
 	for (uint64_t idx = off / m->bs; off < end && idx <= (end - 1) / m->bs; idx++) {
 		uint64_t want = m->size - idx * m->bs < m->bs ? m->size - idx * m->bs : m->bs;
-		if (m->blen[idx] < want)
+		if (m->blen[idx] == 0)
+			m->unw[idx] = 1;
+		else if (m->blen[idx] < want)
 			m->blen[idx] = want;
 	}
 }
 
-/* Data is what the stored blocks hold; the rest up to size is hole. */
+/* Data is what the stored blocks hold, and unwritten blocks whole (tmpfs
+ * calls what fallocate took data); the rest up to size is hole. */
 static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out)
 {
 	uint64_t p = off;
@@ -118,7 +135,8 @@ static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out
 	if (off >= m->size)
 		return -ENXIO;
 	while (p < m->size) {
-		uint64_t at = p / m->bs * m->bs, data_end = at + m->blen[p / m->bs];
+		uint64_t at = p / m->bs * m->bs;
+		uint64_t data_end = at + (m->unw[p / m->bs] ? m->bs : m->blen[p / m->bs]);
 		if (p < data_end) {
 			if (whence == SEEK_DATA)
 				break;
@@ -196,16 +214,24 @@ static uint64_t f_new(kv_env *e, const char *name)
 	return ino;
 }
 
-/* The whole file, its size and nblocks against the model. */
+/* The whole file, its size and nblocks against the model; the image's count
+ * of unwritten blocks too (the model's file is the only one with any). */
 static void check_model(kv_env *e, uint64_t ino, const struct model *m)
 {
 	unsigned char *got = malloc(NB * m->bs + 1);
 	struct kv_inode in;
+	struct kv_usage u;
 
 	assert_non_null(got);
 	assert_int_equal(tu_getattr(e, ino, &in), 0);
 	assert_true(in.size == m->size);
 	assert_true(in.nblocks == m_nblocks(m));
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	if (u.unwritten != m_unwritten(m))
+		fail_msg("%llu unwritten blocks, expected %llu", (unsigned long long)u.unwritten,
+			 (unsigned long long)m_unwritten(m));
+	/* what room.c keeps for them, as of the last commit */
+	assert_true(u.promised_bytes == m_unwritten(m) * 4096);
 	/* ask for more than there is: the count stops at the size */
 	assert_int_equal(tu_pread(e, ino, 0, NB * m->bs + 1, got), (ssize_t)m->size);
 	if (m->size)
@@ -575,7 +601,8 @@ static void too_big(void **state)
 	assert_true(in.size == (uint64_t)INT64_MAX && in.nblocks == 1);
 }
 
-/* Seeded random writes, truncates and punches, each checked in full. */
+/* Seeded random writes, truncates, fallocates and punches, each checked in
+ * full. */
 static void random_ops(void **state)
 {
 	kv_env *e = env_of(state);
@@ -594,6 +621,14 @@ static void random_ops(void **state)
 			off = tu_rand(&s) % (7 * bs);
 			assert_int_equal(f_truncate(e, ino, off), 0);
 			m_truncate(&m, off);
+		} else if (r == 8 && off + len <= NB * bs) {
+			/* fallocate, growing the size half the time */
+			struct alloc_arg a = {.ino = ino, .off = off, .end = off + len, .max = 100,
+					      .size = tu_rand(&s) % 2 ? off + len : 0};
+			assert_int_equal(kv_write(e, alloc_apply, &a, 0), 0);
+			if (a.size > m.size)
+				m.size = a.size;
+			m_allocate(&m, off, off + len);
 		} else {
 			assert_int_equal(f_punch(e, ino, off, len), 0);
 			m_punch(&m, off, len);
@@ -788,6 +823,66 @@ static void purge(void **state)
 	free(got);
 }
 
+static void unwritten_count(kv_env *e, uint64_t want)
+{
+	struct kv_usage u;
+
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	if (u.unwritten != want || u.promised_bytes != want * 4096)
+		fail_msg("%llu unwritten blocks (%llu bytes promised), expected %llu",
+			 (unsigned long long)u.unwritten, (unsigned long long)u.promised_bytes,
+			 (unsigned long long)want);
+}
+
+/* fallocate's unwritten blocks: stored with no bytes, read as zeros,
+ * counted in nblocks and in the image's count (kept across a close, and
+ * by room.c as promised), made blocks of bytes by a write, dropped by a
+ * punch or truncate only when it covers them whole, and by a purge. */
+static void unwritten_blocks(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct alloc_arg a = {.ino = ino, .off = 0, .end = 8 * bs, .size = 8 * bs, .max = 3};
+	struct purge_arg pa = {ino};
+	struct kv_super sb;
+	struct model m;
+
+	m_init(&m, bs);
+	unwritten_count(e, 0);
+	kv_super_get(e, &sb);
+	assert_true(sb.feature_incompat == 0); /* set by the first one only */
+	for (a.next = 0; a.next < a.end; a.off = a.next)
+		assert_int_equal(kv_write(e, alloc_apply, &a, 0), 0);
+	m.size = 8 * bs;
+	m_allocate(&m, 0, 8 * bs);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	unwritten_count(e, 8);
+	kv_super_get(e, &sb);
+	assert_true(sb.feature_incompat == KV_FEATURE_INCOMPAT_UNWRITTEN);
+	mw(e, ino, &m, 2 * bs + 10, 3, 5);   /* inside one: zeros around it */
+	mw(e, ino, &m, 4 * bs, 2 * bs, 6);   /* two whole */
+	unwritten_count(e, 5);
+	assert_int_equal(f_punch(e, ino, 0, bs + 5), 0); /* block 0 whole, 1 in part */
+	m_punch(&m, 0, bs + 5);
+	check_model(e, ino, &m);
+	unwritten_count(e, 4);
+	assert_int_equal(f_truncate(e, ino, 6 * bs + 1), 0); /* block 7 goes, 6 stays */
+	m_truncate(&m, 6 * bs + 1);
+	check_model(e, ino, &m);
+	check_seeks(e, ino, &m);
+	unwritten_count(e, 3);
+	tu_image_close(im);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	e = im->env;
+	unwritten_count(e, 3);
+	check_model(e, ino, &m);
+	assert_int_equal(kv_write(e, purge_apply, &pa, 0), 0);
+	unwritten_count(e, 0);
+	free(m.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -799,6 +894,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(punch_hole, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(allocate_holes, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(allocate_holes, small_block_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(unwritten_blocks, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(unwritten_blocks, small_block_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(seek_cases, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(sparse_far, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(too_big, tu_setup, tu_teardown),

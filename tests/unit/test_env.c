@@ -566,9 +566,12 @@ static void refuse_features(void **state)
 {
 	struct tu_image *im = image_of(state);
 
-	patch_super(im, 32, 1, 8); /* an incompatible feature */
+	patch_super(im, 32, 2, 8); /* an incompatible feature this build lacks */
 	expect_refused(im->path, 0, -EPROTONOSUPPORT);
 	expect_refused(im->path, 1, -EPROTONOSUPPORT);
+	patch_super(im, 32, KV_FEATURE_INCOMPAT_UNWRITTEN, 8); /* one it has */
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	tu_image_close(im);
 	patch_super(im, 32, 0, 8);
 	patch_super(im, 24, 4, 8); /* read-only compatible: read-only opens only */
 	expect_refused(im->path, 0, -EPROTONOSUPPORT);
