@@ -43,7 +43,7 @@ check "summary: counter" has "inode counter:  7" "$T/summary"
 check "summary: inodes" \
 	has "inodes:         6 (dir 2, file 2, symlink 1, fifo 1, chr 0, blk 0, sock 0)" "$T/summary"
 check "summary: dirents" has "dirents:        6 names in 6 keys" "$T/summary"
-check "summary: blocks" has "data blocks:    4" "$T/summary"
+check "summary: blocks" has "data blocks:    4 (0 unwritten: fallocate's, read as zeros)" "$T/summary"
 check "summary: xattrs" has "xattrs:         1" "$T/summary"
 check "summary: orphans" has "orphans:        0" "$T/summary"
 check "summary: stored" \

@@ -329,7 +329,7 @@ int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
 
 struct counts {
 	uint64_t by_type[16]; /* by kv_dirent_type: DT_DIR, DT_REG, ... */
-	uint64_t inodes, names, dirent_keys, blocks, xattrs, orphans;
+	uint64_t inodes, names, dirent_keys, blocks, unwritten, xattrs, orphans;
 	uint64_t block_bytes, inline_bytes, xattr_bytes;
 };
 
@@ -398,6 +398,7 @@ static void count_block(struct dump *d, struct counts *c, const unsigned char *k
 	(void)kl;
 	(void)v;
 	c->blocks++;
+	c->unwritten += vl == KV_BLOCK_UNWRITTEN_LEN;
 	c->block_bytes += kv_block_len(vl);
 }
 
@@ -451,9 +452,10 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	cli_format_time(s.created_ns, buf, sizeof(buf));
 	print_field("created:", "%s", buf);
 	print_field("inode counter:", "%llu", (unsigned long long)s.next_ino);
-	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx",
+	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx%s",
 		    (unsigned long long)s.feature_compat, (unsigned long long)s.feature_ro_compat,
-		    (unsigned long long)s.feature_incompat);
+		    (unsigned long long)s.feature_incompat,
+		    s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN ? " (unwritten blocks)" : "");
 	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
 		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
 		    (unsigned long long)t[DT_DIR], (unsigned long long)t[DT_REG],
@@ -462,7 +464,8 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 		    (unsigned long long)t[DT_SOCK]);
 	print_field("dirents:", "%llu names in %llu keys", (unsigned long long)c->names,
 		    (unsigned long long)c->dirent_keys);
-	print_field("data blocks:", "%llu", (unsigned long long)c->blocks);
+	print_field("data blocks:", "%llu (%llu unwritten: fallocate's, read as zeros)",
+		    (unsigned long long)c->blocks, (unsigned long long)c->unwritten);
 	print_field("xattrs:", "%llu", (unsigned long long)c->xattrs);
 	print_field("orphans:", "%llu", (unsigned long long)c->orphans);
 	cli_format_bytes(u->file_bytes, buf, sizeof(buf));

@@ -106,6 +106,8 @@ static int data_record(void *arg, const void *k, size_t kl, const void *v, size_
 				     (unsigned long long)idx);
 		return 0;
 	}
+	if (len == 0)
+		return 0; /* unwritten (fallocate's): a hole to the archive */
 	off = idx * bs;
 	if (len > size - off)
 		len = (size_t)(size - off);

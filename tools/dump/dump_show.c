@@ -274,7 +274,8 @@ static int block_record(void *arg, const void *k, size_t kl, const void *v, size
 		return 0;
 	}
 	printf("block:          %llu length %zu ok%s\n", (unsigned long long)idx, len,
-	       idx * bs + len > w->in->size ? " (past the end of the file)" : "");
+	       len == 0 ? " (unwritten: fallocate's, reads as zeros)"
+	       : idx * bs + len > w->in->size ? " (past the end of the file)" : "");
 	return 0;
 }
 

@@ -85,6 +85,7 @@ enum { R_UNKNOWN, R_VISITING, R_REACHABLE, R_UNREACHABLE };
 
 enum fsck_pr {
 	PR_META_EXTRA,
+	PR_UNWRITTEN_BAD,
 	PR_INODE_BAD_KEY,
 	PR_INODE_BAD_RECORD,
 	PR_INODE_BAD_TYPE,
@@ -131,6 +132,7 @@ enum fsck_pr {
 	PR_ORPHAN_LINKED,
 	PR_ORPHAN_FREE,
 	PR_COUNTER,
+	PR_UNWRITTEN_COUNT,
 	PR_COUNT
 };
 
@@ -160,6 +162,7 @@ enum fix_kind {
 	FX_ORPHAN_FREE, /* free an orphan with no links */
 	FX_ORPHAN_UNLIST,
 	FX_COUNTER,     /* raise the inode counter */
+	FX_UNWRITTEN,   /* count the unwritten blocks again */
 };
 
 #define SET_NLINK 0x01
@@ -207,7 +210,7 @@ struct fix {
 		struct {
 			uint64_t size, end; /* the file's size, the block's end */
 		} trim;
-		uint64_t next; /* FX_COUNTER */
+		uint64_t next; /* FX_COUNTER; FX_UNWRITTEN: the count set */
 	} u;
 };
 
@@ -240,6 +243,9 @@ struct fsck {
 	size_t ndirs, cap_dirs;
 	uint64_t lost_found; /* ino of /lost+found (0: none yet) */
 	int lf_blocked;      /* "lost+found" names a non-directory, or making it failed */
+	uint64_t unwritten;  /* pass 1: the count of unwritten blocks recorded */
+	int unwritten_bad;   /* pass 1: that record is damaged */
+	uint64_t n_unwritten; /* pass 5: unwritten blocks kept */
 	uint64_t max_key;    /* highest ino any record kept names (the counter's floor) */
 	int root_ok;         /* ino[0] is a live root directory */
 	int tree_checked;    /* pass 3 counted the names (it needs a root) */

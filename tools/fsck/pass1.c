@@ -7,7 +7,8 @@
  * pass. This pass reads the superblock again from the snapshot the other
  * passes walk (a mounted image's counter moves), so pass 7 compares the
  * counter with the inodes of the same commit, and checks that the meta
- * database holds nothing but the superblock (format version 1).
+ * database holds nothing but the superblock and the count of unwritten
+ * blocks (format version 1), which pass 7 checks.
  *
  * Invariants:
  *  1. f->sb and f->bs describe the snapshot every later pass reads (with -n,
@@ -40,6 +41,24 @@ int fsck_pass1(struct fsck *f)
 			if (rc)
 				break; /* kv_open read it fine: the image changed under us */
 			have = 1;
+			continue;
+		}
+		if (kl == strlen(KV_UNWRITTEN_KEY) && memcmp(k, KV_UNWRITTEN_KEY, kl) == 0) {
+			/* pass 7 compares it with the blocks pass 5 finds */
+			if (vl == 8) {
+				const unsigned char *b = v;
+
+				f->unwritten = 0;
+				for (int i = 7; i >= 0; i--)
+					f->unwritten = f->unwritten << 8 | b[i];
+				continue;
+			}
+			f->unwritten_bad = 1;
+			struct pend *pr = fsck_problem(f, PR_UNWRITTEN_BAD, &(struct pctx){.num = vl});
+			if (pr && !fsck_fix(f, FX_UNWRITTEN, 0, pr)) {
+				rc = -ENOMEM;
+				break;
+			}
 			continue;
 		}
 		struct pend *pr = fsck_problem(f, PR_META_EXTRA,

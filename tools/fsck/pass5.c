@@ -6,7 +6,8 @@
  * Per block: a well-formed key; an owner that exists and is a regular file;
  * a place below the file's size (a block wholly past it is dropped, one
  * that straddles it is trimmed at it, as truncate would have); a length of
- * 1 to the block size; its checksum. A damaged block is dropped, the file
+ * 1 to the block size, or 0 for an unwritten block (counted for pass 7);
+ * its checksum. A damaged block is dropped, the file
  * keeping a hole there; the problem names the inode, the block and its
  * offset. Per inode, once its blocks are known: nblocks equals the blocks
  * that stay stored (every inode, also those with no block at all).
@@ -63,10 +64,14 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 		return drop(f, PR_BLOCK_PAST_EOF, &p, r);
 	p.num2 = off;
 	len = kv_block_len(vl);
-	if (len == 0 || len > f->bs)
+	if ((len == 0 && vl != KV_BLOCK_UNWRITTEN_LEN) || len > f->bs)
 		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
 	if (kv_check_block(f->env, fi->ino, idx, r->v, vl, &len) != 0)
 		return drop(f, PR_BLOCK_CSUM, &p, r);
+	if (len == 0) { /* unwritten (fallocate's): no bytes, kept for pass 7's count */
+		f->n_unwritten++;
+		return 0;
+	}
 	f->n_bytes += len;
 	if (off + len <= fi->size)
 		return 0;
@@ -128,7 +133,8 @@ int fsck_pass5(struct fsck *f)
 	rc = fsck_walk(&w, KV_DB_DATA, PR_BLOCK_BAD_KEY, block_record);
 	if (!rc) /* the inodes past the last block */
 		rc = settle_counts(&w, &counted, 0, 1);
-	fsck_info(f, "  %llu blocks, %llu bytes verified", (unsigned long long)f->n_blocks,
+	fsck_info(f, "  %llu blocks (%llu unwritten), %llu bytes verified",
+		  (unsigned long long)f->n_blocks, (unsigned long long)f->n_unwritten,
 		  (unsigned long long)f->n_bytes);
 	return rc;
 }

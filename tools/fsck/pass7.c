@@ -1,5 +1,6 @@
 /*
- * pass7.c - pass 7: the orphan list and the inode counter.
+ * pass7.c - pass 7: the orphan list, the count of unwritten blocks and the
+ * inode counter.
  *
  * Orphans: each key is an ino (8 bytes) naming an inode with no links (an
  * inode unlinked while open or looked up). One on a mounted image is
@@ -86,6 +87,20 @@ static int check_counter(struct fsck *f)
 	return 0;
 }
 
+/* The count of unwritten blocks against those pass 5 kept (a damaged
+ * record was reported by pass 1). The repair counts them again as it runs,
+ * after the others, which may have dropped some. */
+static int check_unwritten(struct fsck *f)
+{
+	struct pctx p = {.num = f->unwritten, .num2 = f->n_unwritten};
+	struct pend *pr;
+
+	if (f->unwritten_bad || f->unwritten == f->n_unwritten)
+		return 0;
+	pr = fsck_problem(f, PR_UNWRITTEN_COUNT, &p);
+	return pr && !fsck_fix(f, FX_UNWRITTEN, 0, pr) ? -ENOMEM : 0;
+}
+
 int fsck_pass7(struct fsck *f)
 {
 	struct fsck_walk w = {.f = f};
@@ -94,7 +109,9 @@ int fsck_pass7(struct fsck *f)
 	rc = fsck_walk(&w, KV_DB_ORPHAN, PR_ORPHAN_BAD_KEY, orphan_record);
 	if (rc)
 		return rc;
-	rc = check_counter(f);
+	rc = check_unwritten(f);
+	if (rc == 0)
+		rc = check_counter(f);
 	fsck_info(f, "  %llu orphans; inode counter %s", (unsigned long long)f->n_orphans,
 		  rc ? "?" : "checked");
 	return rc;

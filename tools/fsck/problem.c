@@ -57,6 +57,8 @@ static const struct {
 } problems[PR_COUNT] = {
 	[PR_META_EXTRA] = {"meta_extra", 1, 0,
 		"meta database holds an unknown record %N", "Drop it"},
+	[PR_UNWRITTEN_BAD] = {"unwritten_bad", 1, PF_PREEN,
+		"the count of unwritten blocks is damaged (%n bytes)", "Count them again"},
 	[PR_INODE_BAD_KEY] = {"inode_bad_key", 2, 0,
 		"inode database: a record with a malformed key (%n bytes)", "Drop it"},
 	[PR_INODE_BAD_RECORD] = {"inode_bad_record", 2, 0,
@@ -154,6 +156,8 @@ static const struct {
 		"Free it"},
 	[PR_COUNTER] = {"counter", 7, PF_PREEN,
 		"inode counter is %n, not above inode %m", "Raise it to %j"},
+	[PR_UNWRITTEN_COUNT] = {"unwritten_count", 7, PF_PREEN,
+		"count of unwritten blocks is %n, %m stored", "Fix"},
 };
 
 double fsck_now(void)

@@ -411,6 +411,8 @@ static int apply_fix(kv_txn *t, void *arg)
 		return rc == -ENOENT ? 0 : rc;
 	case FX_COUNTER:
 		return kv_ino_counter_raise(t, x->u.next);
+	case FX_UNWRITTEN:
+		return kv_unwritten_recount(t, &x->u.next);
 	}
 	return -EINVAL;
 }
