@@ -436,7 +436,7 @@ static int apply_fallocate(kv_txn *t, void *arg)
  * take more than is free, nothing changed. */
 static int room_for(uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
-	const uint64_t per_block = (fs.block_size + 24 + 4095) / 4096 * 4096;
+	const uint64_t per_block = kv_room_per_block(fs.env);
 	uint64_t holes = 0, size, end = off + len, past = 0, need;
 	struct kv_inode in;
 	struct kv_usage u;

@@ -117,6 +117,30 @@ int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
 	return 0;
 }
 
+/* The image records that it holds unwritten blocks (feature bit), in t:
+ * decided from the superblock t holds, so an op rolled back and replayed
+ * stores it again. e->super takes the bit too, so a commit's own store of
+ * the superblock keeps it; a bit with no such block is harmless. */
+static int feature_set(kv_txn *t)
+{
+	kv_env *e = t->env;
+	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	struct kv_super s;
+	int rc;
+
+	rc = kv_err(t, mdb_get(t->txn, e->dbi[KV_DB_META], &k, &v), "get superblock");
+	if (rc == 0)
+		rc = kv_super_decode(v.mv_data, v.mv_size, &s);
+	if (rc)
+		return rc;
+	e->super.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
+	if (s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN)
+		return 0;
+	s.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
+	s.next_ino = e->next_ino > s.next_ino ? e->next_ino : s.next_ino;
+	return kv_super_store(t, &s);
+}
+
 int kv_unwritten_add(kv_txn *t, int64_t delta)
 {
 	kv_env *e = t->env;
@@ -139,20 +163,8 @@ int kv_unwritten_add(kv_txn *t, int64_t delta)
 		n = (uint64_t)-delta > n ? 0 : n - (uint64_t)-delta; /* never below 0 */
 	else
 		n += (uint64_t)delta;
-	if (delta > 0 && !(e->super.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN)) {
-		/* the first unwritten block: a kvfs that does not know them
-		 * must not take them for damage. e->super keeps the flag (the
-		 * commit's own store of the superblock copies it) even if this
-		 * op is rolled back: a flag with no such block is harmless */
-		struct kv_super s = e->super;
-
-		e->super.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
-		s.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
-		s.next_ino = e->next_ino;
-		rc = kv_super_store(t, &s);
-		if (rc)
-			return rc;
-	}
+	if (delta > 0 && (rc = feature_set(t)) != 0)
+		return rc;
 	kv_put_le64(b, n);
 	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
 	if (rc == 0)
@@ -181,23 +193,33 @@ int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 	if (mrc != MDB_NOTFOUND)
 		return kv_err(t, mrc, "count unwritten blocks");
 	*count = n;
-	/* one too many or too few: add the difference, which sets the
-	 * feature flag when blocks are there */
-	rc = kv_unwritten_read(e, t->txn, &old);
-	if (rc == 0 && old != n)
-		return kv_unwritten_add(t, n > old ? (int64_t)(n - old) : -(int64_t)(old - n));
-	if (rc != -EIO)
+	rc = n ? feature_set(t) : 0;
+	if (rc)
 		return rc;
-	kv_put_le64(b, 0); /* damaged: from 0 */
+	rc = kv_unwritten_read(e, t->txn, &old);
+	if (rc == 0 && old == n)
+		return 0;
+	if (rc && rc != -EIO)
+		return rc;
+	kv_put_le64(b, n); /* wrong, or damaged */
 	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
-	return rc ? rc : kv_unwritten_add(t, (int64_t)n);
+	if (rc == 0)
+		e->unwritten_dirty = 1;
+	return rc;
+}
+
+int kv_unwritten_get(kv_txn *t, uint64_t *count)
+{
+	return kv_unwritten_read(t->env, t->txn, count);
 }
 
 void kv_unwritten_prepare(kv_env *e, MDB_txn *txn)
 {
 	assert(kv_role_mine(e));
-	if (e->unwritten_dirty && kv_unwritten_read(e, txn, &e->unwritten_txn) == 0)
-		e->unwritten_dirty = 2; /* read: published once the commit is */
+	if (e->unwritten_dirty)
+		/* read: published once the commit is; unread (damaged), the
+		 * last published count stays */
+		e->unwritten_dirty = kv_unwritten_read(e, txn, &e->unwritten_txn) == 0 ? 2 : 1;
 }
 
 int kv_unwritten_publish(kv_env *e)
@@ -547,7 +569,11 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			return rc;
 		n++;
 	}
-	return kv_unwritten_add(t, added);
+	rc = kv_unwritten_add(t, added);
+	/* the promise must fit (the caller's op is then rolled back whole):
+	 * fallocates that each looked at the room before either committed
+	 * cannot promise the same pages twice */
+	return rc ? rc : kv_room_promise_check(t);
 }
 
 int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t *count)

@@ -501,6 +501,11 @@ int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, siz
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
 
+/* The count of unwritten blocks txn holds (0: none; -EIO: a damaged record). */
+int kv_unwritten_get(kv_txn *txn, uint64_t *count);
+/* The room the first write of an unwritten block takes (room.c): what
+ * fallocate must find free per block. */
+uint64_t kv_room_per_block(const kv_env *env);
 /* Count the unwritten blocks (fallocate's) in txn and set the image's count
  * of them to that (fsck); *count: how many. -EROFS. */
 int kv_unwritten_recount(kv_txn *txn, uint64_t *count);

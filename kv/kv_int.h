@@ -192,6 +192,9 @@ struct kv_room {
 void kv_room_measure(kv_env *env, struct kv_room *r);
 /* The bytes the unwritten blocks of the last commit will take (room.c). */
 uint64_t kv_room_promised(const kv_env *env);
+/* 0 when the unwritten blocks t holds beyond those of the last commit fit
+ * the room for ordinary changes, else -ENOSPC (an op's txn, the role). */
+int kv_room_promise_check(kv_txn *t);
 /* Whether the image is tight and txn's pages in use reached the limit less
  * the reserve: an ordinary change must fail with -ENOSPC before it runs
  * (room.c). */

@@ -79,16 +79,21 @@
  * a lower bound past it */
 #define AVAIL_EXACT (64ULL << 20)
 
+uint64_t kv_room_per_block(const kv_env *e)
+{
+	/* an unwritten block's first write takes pages for its bytes and
+	 * checksum (LMDB's overflow pages, with their header; a smaller value
+	 * shares a leaf page, counted whole all the same): its leaf entry
+	 * stays the same size */
+	return ((uint64_t)e->super.block_size + KV_CSUM_LEN + 16 + e->page_size - 1) /
+	       e->page_size * e->page_size;
+}
+
 uint64_t kv_room_promised(const kv_env *e)
 {
-	/* an unwritten block's first write takes a page for its bytes and
-	 * checksum (LMDB's overflow page, with its header): its leaf entry
-	 * stays the same size */
-	uint64_t per = ((uint64_t)e->super.block_size + KV_CSUM_LEN + 16 + e->page_size - 1) /
-		       e->page_size * e->page_size;
-
-	return atomic_load(&e->unwritten) * per;
+	return atomic_load(&e->unwritten) * kv_room_per_block(e);
 }
+
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
 {
@@ -185,6 +190,25 @@ int kv_room_over(kv_env *e, MDB_txn *txn)
 {
 	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win));
 	return e->room_tight && in_use(e, txn) >= e->room_use_max;
+}
+
+int kv_room_promise_check(kv_txn *t)
+{
+	kv_env *e = t->env;
+	uint64_t published = atomic_load(&e->unwritten), count, need, used;
+	MDB_envinfo info;
+
+	assert(t->write && kv_role_mine(e));
+	if (kv_unwritten_read(e, t->txn, &count) != 0 || count <= published)
+		return 0;
+	/* room_use_max leaves out what was published: the rest is new */
+	need = (count - published) * kv_room_per_block(e);
+	mdb_env_info(e->env, &info);
+	used = ((uint64_t)info.me_last_pgno + 1) * e->page_size; /* the extent */
+	if (e->room_use_max > used + AVAIL_EXACT && e->room_use_max - used >= need)
+		return 0; /* far from full */
+	used = in_use(e, t->txn);
+	return e->room_use_max >= used && e->room_use_max - used >= need ? 0 : -ENOSPC;
 }
 
 /* Keep [extent, extent + reserve) allocated on the host (invariant 2):

@@ -249,6 +249,14 @@ case_ unwritten_stale p "count of unwritten blocks is 5, 0 stored" \
 	"put meta 756e7772697474656e 0500000000000000"
 case_ unwritten_bad p "the count of unwritten blocks is damaged (2 bytes)" \
 	"put meta 756e7772697474656e 0102"
+case_ unwritten_flag p "1 unwritten blocks stored, but the superblock does not say it holds any" \
+	"block /sparse 0 0" "set /sparse nblocks 2" "put meta 756e7772697474656e 0100000000000000"
+# counted right, one lying past the end: dropping it counts it out, and the
+# count is no problem of its own, before or after
+case_ unwritten_past_eof p "inode 6: block 5 lies past the end of the file" \
+	"block /sparse 5 0" "set /sparse nblocks 2" "put meta 756e7772697474656e 0100000000000000"
+expect "unwritten block past the end: the count was right" \
+	eval '! grep -q "count of unwritten" "$T/found"'
 # listed as an orphan but linked, with no name: its data goes to /lost+found
 case_ orphan_nameless y "inode 5 (regular file) has no name and is not an orphan" \
 	"unname / hello" "orphan '#5'"

@@ -9,6 +9,7 @@
  * past the end of a damaged file.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -883,6 +884,145 @@ static void unwritten_blocks(void **state)
 	free(m.buf);
 }
 
+/* An op that holds the writer's role until told to go on, so that the ops
+ * submitted meanwhile run as one batch after it. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int entered, go, done;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static int gate_apply(kv_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	pthread_mutex_lock(&gate.lock);
+	gate.entered = 1;
+	pthread_cond_broadcast(&gate.cond);
+	while (!gate.go)
+		pthread_cond_wait(&gate.cond, &gate.lock);
+	pthread_mutex_unlock(&gate.lock);
+	return 0;
+}
+
+static void gate_done(void *arg, int rc)
+{
+	(void)arg;
+	(void)rc;
+	pthread_mutex_lock(&gate.lock);
+	gate.done++;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
+}
+
+static int fail_apply(kv_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	return -ENOENT;
+}
+
+/* A batch [fallocate, an op that fails] runs flat, fails, and is run again
+ * op by op: the feature bit the first run stored went with it, and the
+ * second run must store it again (it once looked at its own memory, which
+ * said it was set). */
+static void unwritten_flag_replayed(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = env_of(state);
+	uint64_t ino = f_new(e, "f"), bs = kv_block_size(e);
+	struct alloc_arg a = {.ino = ino, .end = 4 * bs, .size = 4 * bs, .max = 100};
+	struct kv_op og = {.apply = gate_apply, .done = gate_done},
+		     oa = {.apply = alloc_apply, .arg = &a, .done = gate_done},
+		     of = {.apply = fail_apply, .done = gate_done};
+	struct kv_super sb;
+
+	assert_int_equal(kv_submit(e, &og), 0);
+	pthread_mutex_lock(&gate.lock);
+	while (!gate.entered)
+		pthread_cond_wait(&gate.cond, &gate.lock);
+	pthread_mutex_unlock(&gate.lock);
+	assert_int_equal(kv_submit(e, &oa), 0);
+	assert_int_equal(kv_submit(e, &of), 0);
+	pthread_mutex_lock(&gate.lock);
+	gate.go = 1;
+	pthread_cond_broadcast(&gate.cond);
+	while (gate.done < 3)
+		pthread_cond_wait(&gate.cond, &gate.lock);
+	pthread_mutex_unlock(&gate.lock);
+	assert_int_equal(oa.rc, 0);
+	assert_int_equal(of.rc, -ENOENT);
+	tu_image_close(im);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	e = im->env;
+	kv_super_get(e, &sb);
+	assert_true(sb.feature_incompat == KV_FEATURE_INCOMPAT_UNWRITTEN);
+	unwritten_count(e, 4);
+}
+
+struct piece_arg {
+	uint64_t ino, off;
+	size_t len;
+	const void *buf;
+};
+
+/* A write into an unwritten block, as fs/file.c's write_in_pieces does on a
+ * full image: past the room for ordinary changes it may add no block. */
+static int piece_apply(kv_txn *t, void *p)
+{
+	struct piece_arg *a = p;
+	struct kv_inode in;
+	uint64_t nblocks;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (rc)
+		return rc;
+	nblocks = in.nblocks;
+	rc = kv_data_write(t, &in, a->off, a->buf, a->len);
+	if (!rc && kv_txn_reserved(t) && in.nblocks != nblocks)
+		return -ENOSPC;
+	return rc ? rc : kv_inode_put(t, &in);
+}
+
+/* fallocate's promise holds in the store itself: ops that each promise a
+ * part (no caller looking at the room first) stop with -ENOSPC before the
+ * promises pass the room, and then every block promised is written. */
+static void unwritten_promise_kept(void **state)
+{
+	struct tu_image *im = *state;
+	struct kv_open_opts o = {.max_size = 16ULL << 20};
+	static unsigned char buf[16 * 4072];
+	struct alloc_arg a;
+	struct kv_usage u;
+	uint64_t ino, bs, off, n;
+	kv_env *e;
+	int rc = 0;
+
+	assert_int_equal(tu_image_open(im, &o), 0);
+	e = im->env;
+	bs = kv_block_size(e);
+	ino = f_new(e, "f");
+	a = (struct alloc_arg){.ino = ino, .end = 6000 * bs, .size = 6000 * bs, .max = 700};
+	for (a.next = 0; a.next < a.end && rc == 0; a.off = a.next)
+		rc = kv_write(e, alloc_apply, &a, 0);
+	assert_int_equal(rc, -ENOSPC);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	n = u.unwritten;
+	assert_true(n > 0 && n < 6000);
+	memset(buf, 7, sizeof(buf));
+	for (off = 0; off < n * bs; off += 16 * bs) {
+		struct piece_arg p = {ino, off, (size_t)(n * bs - off < 16 * bs ? n * bs - off
+										: 16 * bs), buf};
+		rc = kv_write(e, piece_apply, &p, 0);
+		if (rc == -ENOSPC)
+			rc = kv_write(e, piece_apply, &p, KV_OP_OVERWRITE);
+		if (rc)
+			fail_msg("write at block %llu of the %llu promised: %d",
+				 (unsigned long long)(off / bs), (unsigned long long)n, rc);
+	}
+	unwritten_count(e, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -896,6 +1036,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(allocate_holes, small_block_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(unwritten_blocks, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(unwritten_blocks, small_block_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(unwritten_flag_replayed, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(unwritten_promise_kept, tu_setup_closed, tu_teardown),
 	        cmocka_unit_test_setup_teardown(seek_cases, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(sparse_far, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(too_big, tu_setup, tu_teardown),

@@ -133,6 +133,7 @@ enum fsck_pr {
 	PR_ORPHAN_FREE,
 	PR_COUNTER,
 	PR_UNWRITTEN_COUNT,
+	PR_UNWRITTEN_FLAG,
 	PR_COUNT
 };
 
@@ -243,9 +244,9 @@ struct fsck {
 	size_t ndirs, cap_dirs;
 	uint64_t lost_found; /* ino of /lost+found (0: none yet) */
 	int lf_blocked;      /* "lost+found" names a non-directory, or making it failed */
-	uint64_t unwritten;  /* pass 1: the count of unwritten blocks recorded */
-	int unwritten_bad;   /* pass 1: that record is damaged */
-	uint64_t n_unwritten; /* pass 5: unwritten blocks kept */
+	uint64_t unwritten;  /* pass 5: the count of unwritten blocks recorded */
+	int unwritten_bad;   /* pass 5: that record is damaged (pass 1 said so) */
+	uint64_t n_unwritten; /* pass 5: records of unwritten blocks */
 	uint64_t max_key;    /* highest ino any record kept names (the counter's floor) */
 	int root_ok;         /* ino[0] is a live root directory */
 	int tree_checked;    /* pass 3 counted the names (it needs a root) */

@@ -44,16 +44,9 @@ int fsck_pass1(struct fsck *f)
 			continue;
 		}
 		if (kl == strlen(KV_UNWRITTEN_KEY) && memcmp(k, KV_UNWRITTEN_KEY, kl) == 0) {
-			/* pass 7 compares it with the blocks pass 5 finds */
-			if (vl == 8) {
-				const unsigned char *b = v;
-
-				f->unwritten = 0;
-				for (int i = 7; i >= 0; i--)
-					f->unwritten = f->unwritten << 8 | b[i];
+			/* pass 5 reads it again, with the blocks it counts */
+			if (vl == 8)
 				continue;
-			}
-			f->unwritten_bad = 1;
 			struct pend *pr = fsck_problem(f, PR_UNWRITTEN_BAD, &(struct pctx){.num = vl});
 			if (pr && !fsck_fix(f, FX_UNWRITTEN, 0, pr)) {
 				rc = -ENOMEM;

@@ -6,8 +6,8 @@
  * Per block: a well-formed key; an owner that exists and is a regular file;
  * a place below the file's size (a block wholly past it is dropped, one
  * that straddles it is trimmed at it, as truncate would have); a length of
- * 1 to the block size, or 0 for an unwritten block (counted for pass 7);
- * its checksum. A damaged block is dropped, the file
+ * 1 to the block size, or 0 for an unwritten block; its checksum. Every
+ * record of no bytes is counted, for pass 7, as the image counts them. A damaged block is dropped, the file
  * keeping a hole there; the problem names the inode, the block and its
  * offset. Per inode, once its blocks are known: nblocks equals the blocks
  * that stay stored (every inode, also those with no block at all).
@@ -68,10 +68,8 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
 	if (kv_check_block(f->env, fi->ino, idx, r->v, vl, &len) != 0)
 		return drop(f, PR_BLOCK_CSUM, &p, r);
-	if (len == 0) { /* unwritten (fallocate's): no bytes, kept for pass 7's count */
-		f->n_unwritten++;
-		return 0;
-	}
+	if (len == 0)
+		return 0; /* unwritten (fallocate's): no bytes */
 	f->n_bytes += len;
 	if (off + len <= fi->size)
 		return 0;
@@ -111,6 +109,9 @@ static int block_record(struct fsck_walk *w, const struct fsck_rec *r)
 	if ((rc = settle_counts(w, counted, ino, 0)) != 0)
 		return rc;
 	f->n_blocks++;
+	/* as the image counts them: every record of no bytes, whatever
+	 * becomes of it (a repair that drops one counts it out) */
+	f->n_unwritten += r->vl == KV_BLOCK_UNWRITTEN_LEN;
 	fi = fsck_merge(w, ino);
 	if (!fi || !fino_live(fi)) {
 		rc = drop(f, PR_BLOCK_NO_OWNER, &(struct pctx){.ino = ino, .num = r->key.idx}, r);
@@ -130,6 +131,8 @@ int fsck_pass5(struct fsck *f)
 	struct fsck_walk w = {.f = f, .arg = &counted};
 	int rc;
 
+	/* the count of the snapshot the walk reads (pass 7 compares them) */
+	f->unwritten_bad = kv_unwritten_get(f->txn, &f->unwritten) != 0;
 	rc = fsck_walk(&w, KV_DB_DATA, PR_BLOCK_BAD_KEY, block_record);
 	if (!rc) /* the inodes past the last block */
 		rc = settle_counts(&w, &counted, 0, 1);

@@ -87,17 +87,26 @@ static int check_counter(struct fsck *f)
 	return 0;
 }
 
-/* The count of unwritten blocks against those pass 5 kept (a damaged
- * record was reported by pass 1). The repair counts them again as it runs,
- * after the others, which may have dropped some. */
+/* The count of unwritten blocks against those pass 5 found in the same
+ * snapshot (a damaged record was reported by pass 1), and the feature bit
+ * an image holding them must carry. The repair counts them again, in its
+ * own transaction, and sets the bit. */
 static int check_unwritten(struct fsck *f)
 {
 	struct pctx p = {.num = f->unwritten, .num2 = f->n_unwritten};
+	struct kv_super sb;
 	struct pend *pr;
 
-	if (f->unwritten_bad || f->unwritten == f->n_unwritten)
+	if (f->mode == MODE_CHECK)
+		sb = f->sb;
+	else
+		kv_super_get(f->env, &sb);
+	if (!f->unwritten_bad && f->unwritten != f->n_unwritten)
+		pr = fsck_problem(f, PR_UNWRITTEN_COUNT, &p);
+	else if (f->n_unwritten && !(sb.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN))
+		pr = fsck_problem(f, PR_UNWRITTEN_FLAG, &p);
+	else
 		return 0;
-	pr = fsck_problem(f, PR_UNWRITTEN_COUNT, &p);
 	return pr && !fsck_fix(f, FX_UNWRITTEN, 0, pr) ? -ENOMEM : 0;
 }
 

@@ -158,6 +158,9 @@ static const struct {
 		"inode counter is %n, not above inode %m", "Raise it to %j"},
 	[PR_UNWRITTEN_COUNT] = {"unwritten_count", 7, PF_PREEN,
 		"count of unwritten blocks is %n, %m stored", "Fix"},
+	[PR_UNWRITTEN_FLAG] = {"unwritten_flag", 7, PF_PREEN,
+		"%m unwritten blocks stored, but the superblock does not say it holds any",
+		"Set its feature bit"},
 };
 
 double fsck_now(void)
