@@ -9,6 +9,7 @@
  *   crash.c  the one crash guard: a prepared report sent from a signal
  *            handler, then _exit
  *   array.c  room for one more element of a growing array
+ *   defaults.c  the mount options an image may hold as its defaults
  *
  * Functions return 0 or a negative errno, or a pointer that is NULL on
  * failure, and print nothing unless printing is what they are for.
@@ -33,6 +34,17 @@
  * (NULL and "" included), -ERANGE for one that does not fit 64 bits. *out
  * is left alone on an error. */
 int size_parse(const char *s, uint64_t *out);
+
+/* ----------------------------------------------------- mount defaults -- */
+
+/* What an image may hold as its mount defaults (kvfs-tune -o; the daemon
+ * puts them before its own -o options): a comma-separated list of
+ * durability=full|fsync|none, max_size=SIZE (1M or more), commit=SECONDS,
+ * window=MS, noatime, relatime, strictatime; "" for none. 0, or -EINVAL
+ * with a message for the first option that is wrong in err (defaults.c). */
+#define MOUNT_DEFAULTS_MAX 255 /* bytes (kv.h's KV_DEFAULTS_MAX) */
+#define MOUNT_WINDOW_MS_MAX 60000
+int mount_defaults_check(const char *opts, char *err, size_t errlen);
 
 /* ----------------------------------------------------------- messages -- */
 

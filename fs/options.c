@@ -30,6 +30,7 @@ struct cli {
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int writeback, nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
 	int help, version;
+	int atime; /* an atime option was given */
 	int nargs;
 };
 
@@ -42,7 +43,6 @@ enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATI
 /* The window of the fsync and none modes (kv/window.c): a change is told
  * once applied, and committed within this many milliseconds */
 #define FS_WINDOW_MS 5
-#define FS_WINDOW_MS_MAX 60000
 
 static const struct fuse_opt cli_spec[] = {
 	{"durability=%s", offsetof(struct cli, durability), 0},
@@ -109,14 +109,17 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1; /* also a kernel mount flag */
 	case KEY_NOATIME:
 		fs.cfg.atime = FS_ATIME_NOATIME;
+		c->atime = 1;
 		return 1;
 	/* the kernel updates no atime on a FUSE inode: kvfs does it all, and
 	 * libfuse refuses these two as mount options */
 	case KEY_RELATIME:
 		fs.cfg.atime = FS_ATIME_RELATIME;
+		c->atime = 1;
 		return 0;
 	case KEY_STRICTATIME:
 		fs.cfg.atime = FS_ATIME_STRICT;
+		c->atime = 1;
 		return 0;
 	default:
 		/* libfuse takes no command-line option kvfs does not handle
@@ -140,7 +143,8 @@ static void usage(FILE *f)
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n"
-"kvfs options:\n"
+"kvfs options (the image's mount defaults, set by kvfs-tune -o, count where\n"
+"these say nothing):\n"
 "  -o durability=MODE     full: every change is durable when its call returns\n"
 "                         fsync (default): the image stays consistent across\n"
 "                           power loss; fsync(2), fdatasync(2) and the commit\n"
@@ -261,9 +265,9 @@ static int parse_modes(const struct cli *c, uint64_t *commit)
 	if (c->window) {
 		uint64_t ms;
 
-		if (size_parse(c->window, &ms) || ms > FS_WINDOW_MS_MAX) {
+		if (size_parse(c->window, &ms) || ms > MOUNT_WINDOW_MS_MAX) {
 			fprintf(stderr, "kvfs: window must be 0 to %d milliseconds, not '%s'\n",
-				FS_WINDOW_MS_MAX, c->window);
+				MOUNT_WINDOW_MS_MAX, c->window);
 			return 2;
 		}
 		fs.cfg.window_ms = (unsigned)ms;
@@ -351,20 +355,95 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	return -1;
 }
 
-int fs_options_parse(struct fuse_args *args)
+static void cli_free(struct cli *c)
 {
-	struct cli c = {0};
-	int rc = parse_args(args, &c);
-
-	free(c.durability);
-	free(c.max_size);
-	free(c.commit);
-	free(c.window);
-	free(c.timeout);
-	free(c.max_write);
-	free(c.threads);
+	free(c->durability);
+	free(c->max_size);
+	free(c->commit);
+	free(c->window);
+	free(c->timeout);
+	free(c->max_write);
+	free(c->threads);
 	free(image_arg);
 	free(mnt_arg);
 	image_arg = mnt_arg = NULL;
+	memset(c, 0, sizeof(*c));
+}
+
+/* The defaults the command line (parsed into c) leaves to the image: those
+ * of the options it does not give, into out (as long as defaults). */
+static void defaults_left(const char *defaults, const struct cli *c, char *out)
+{
+	char *p = out;
+
+	for (const char *d = defaults; *d;) {
+		size_t n = strcspn(d, ",");
+		int given = c->atime && (!strncmp(d, "noatime", n) || !strncmp(d, "relatime", n) ||
+					 !strncmp(d, "strictatime", n));
+
+		given |= (c->durability && !strncmp(d, "durability=", 11)) ||
+			 (c->max_size && !strncmp(d, "max_size=", 9)) ||
+			 (c->commit && !strncmp(d, "commit=", 7)) ||
+			 (c->window && !strncmp(d, "window=", 7));
+		if (!given) {
+			if (p != out)
+				*p++ = ',';
+			memcpy(p, d, n);
+			p += n;
+		}
+		d += n + (d[n] == ',');
+	}
+	*p = '\0';
+}
+
+/* The mount defaults the image holds (kvfs-tune -o) count where the
+ * command line says nothing: the whole command line is parsed again with
+ * them in front (only those it leaves, so no option comes twice). Returns
+ * as parse_args. */
+static int with_defaults(struct fuse_args *args, const struct fuse_args *orig, struct cli *c)
+{
+	char defaults[KV_DEFAULTS_MAX + 1], left[KV_DEFAULTS_MAX + 1], err[256];
+	int rc;
+
+	/* an image that cannot be read is open_store's to report */
+	if (kv_defaults_peek(fs.cfg.image, defaults, sizeof(defaults)) != 0 || !defaults[0])
+		return -1;
+	if (mount_defaults_check(defaults, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvfs: '%s': the mount defaults it holds are wrong: %s (kvfs-tune -o "
+			"sets them)\n", fs.cfg.image, err);
+		return 2;
+	}
+	defaults_left(defaults, c, left);
+	if (!left[0])
+		return -1;
+	free((char *)fs.cfg.image);
+	free((char *)fs.cfg.mountpoint);
+	memset(&fs.cfg, 0, sizeof(fs.cfg));
+	cli_free(c);
+	fuse_opt_free_args(args);
+	rc = fuse_opt_add_arg(args, orig->argv[0]) || fuse_opt_add_arg(args, "-o") ||
+	     fuse_opt_add_arg(args, left);
+	for (int i = 1; rc == 0 && i < orig->argc; i++)
+		rc = fuse_opt_add_arg(args, orig->argv[i]);
+	if (rc) {
+		fprintf(stderr, "kvfs: out of memory\n");
+		return 1;
+	}
+	return parse_args(args, c);
+}
+
+int fs_options_parse(struct fuse_args *args)
+{
+	struct fuse_args orig = FUSE_ARGS_INIT(0, NULL);
+	struct cli c = {0};
+	int rc = 0;
+
+	for (int i = 0; rc == 0 && i < args->argc; i++)
+		rc = fuse_opt_add_arg(&orig, args->argv[i]);
+	rc = rc ? 1 : parse_args(args, &c);
+	if (rc == -1)
+		rc = with_defaults(args, &orig, &c);
+	fuse_opt_free_args(&orig);
+	cli_free(&c);
 	return rc;
 }

@@ -56,6 +56,10 @@
  * one is (a kvfs without it would call them damaged). */
 #define KV_FEATURE_INCOMPAT_UNWRITTEN 0x1ULL
 #define KV_FEATURE_INCOMPAT_KNOWN KV_FEATURE_INCOMPAT_UNWRITTEN
+/* The meta record of the mount defaults (kvfs-tune -o): 1 to
+ * KV_DEFAULTS_MAX printable ASCII bytes, options as -o takes them. */
+#define KV_DEFAULTS_KEY "defaults"
+#define KV_DEFAULTS_MAX 255
 /* The value length of an unwritten block: a checksum of no bytes. */
 #define KV_BLOCK_UNWRITTEN_LEN 8
 /* The meta record that counts the unwritten blocks (u64, little-endian). */
@@ -500,6 +504,19 @@ int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, siz
                    size_t *len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
+
+/* kvfs-tune (tune.c). Set the label (NULL: kept; at most KV_LABEL_MAX
+ * bytes, else -EINVAL) and the uuid (NULL: kept) in a write txn. */
+int kv_super_relabel(kv_txn *txn, const char *label, const uint8_t uuid[16]);
+/* The mount defaults txn holds into buf (size at least KV_DEFAULTS_MAX + 1;
+ * "" for none). -EIO: a damaged record. */
+int kv_defaults_get(kv_txn *txn, char *buf, size_t size);
+/* Store the mount defaults ("" removes them); -EINVAL for a string no
+ * record may hold (empty is fine, too long, not printable ASCII). */
+int kv_defaults_set(kv_txn *txn, const char *opts);
+/* The mount defaults of the image at path, read from a read-only open of
+ * its own (the daemon, before it opens it). kv_open's errors. */
+int kv_defaults_peek(const char *path, char *buf, size_t size);
 
 /* The count of unwritten blocks txn holds (0: none; -EIO: a damaged record). */
 int kv_unwritten_get(kv_txn *txn, uint64_t *count);

@@ -38,6 +38,7 @@ deb=$(ls "$T"/kvfs_*.deb | head -1)
 expect "a .deb was built" [ -f "$deb" ]
 expect "dpkg -i" dpkg -i "$deb"
 for f in /usr/bin/kvfs /usr/sbin/mkfs.kvfs /usr/sbin/fsck.kvfs /usr/bin/kvfs-dump \
+	/usr/sbin/kvfs-tune /usr/share/man/man8/kvfs-tune.8.gz \
 	/usr/share/man/man8/kvfs.8.gz /usr/share/man/man5/kvfs.5.gz; do
 	expect "installed $f" [ -e "$f" ]
 done

@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_completion.sh - the bash completion offers kvfs-dump's commands and
-# databases and completes mount options inside a comma-separated list.
+# databases and completes mount options (kvfs's, and kvfs-tune's defaults)
+# inside a comma-separated list.
 COMP_FILE=$1
 BC=/usr/share/bash-completion/bash_completion
 [ -r "$BC" ] || { echo "SKIP: bash-completion not installed"; exit 77; }
@@ -30,5 +31,9 @@ expect "mount option" "$(complete_line _kvfs kvfs img mnt -o nocache)" \
 	"nocachedir nocachesymlinks"
 expect "export to standard output" "$(complete_line _kvfs_dump kvfs-dump img export -)" "-"
 expect "fsck flags" "$(complete_line _fsck_kvfs fsck.kvfs --j)" "--json"
+expect "tune defaults in a list" "$(complete_line _kvfs_tune kvfs-tune -o noatime,dura)" \
+	"noatime,durability=full noatime,durability=fsync noatime,durability=none"
+expect "tune uuid" "$(complete_line _kvfs_tune kvfs-tune -U r)" "random"
+expect "tune flags" "$(complete_line _kvfs_tune kvfs-tune --l)" "--label --list"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

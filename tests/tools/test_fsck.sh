@@ -92,6 +92,11 @@ case_() {
 
 # ---- pass 1
 case_ meta_extra y "meta database holds an unknown record 'junk'" "put meta 6a756e6b 00"
+# mount defaults (kvfs-tune -o): kept when a mount would take them
+case_ defaults_bad y "mount defaults 'junk' are wrong: 'junk' cannot be a default" \
+	"put meta 64656661756c7473 6a756e6b"
+fresh "put meta 64656661756c7473 6e6f6174696d65"
+run_fsck 0 "good mount defaults: clean" -n "$IMG"
 
 # ---- pass 2
 case_ inode_bad_key y "inode database: a record with a malformed key (3 bytes)" "put inode 010203 00"

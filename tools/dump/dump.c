@@ -331,6 +331,7 @@ struct counts {
 	uint64_t by_type[16]; /* by kv_dirent_type: DT_DIR, DT_REG, ... */
 	uint64_t inodes, names, dirent_keys, blocks, unwritten, xattrs, orphans;
 	uint64_t block_bytes, inline_bytes, xattr_bytes;
+	char defaults[KV_DEFAULTS_MAX + 1]; /* kvfs-tune -o */
 };
 
 typedef void count_fn(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
@@ -456,6 +457,7 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 		    (unsigned long long)s.feature_compat, (unsigned long long)s.feature_ro_compat,
 		    (unsigned long long)s.feature_incompat,
 		    s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN ? " (unwritten blocks)" : "");
+	print_field("mount defaults:", "%s", c->defaults[0] ? c->defaults : "(none)");
 	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
 		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
 		    (unsigned long long)t[DT_DIR], (unsigned long long)t[DT_REG],
@@ -511,6 +513,8 @@ int dump_summary(struct dump *d, const struct dump_args *a)
 		rc = walk_db(d, KV_DB_XATTR, &c, count_xattr);
 	if (!rc)
 		rc = kv_db_count(d->t, KV_DB_ORPHAN, &c.orphans);
+	if (!rc && kv_defaults_get(d->t, c.defaults, sizeof(c.defaults)) != 0)
+		strcpy(c.defaults, "(damaged)");
 	kv_read_end(d->t);
 	d->t = NULL;
 	if (rc) {

@@ -7,8 +7,9 @@
  * pass. This pass reads the superblock again from the snapshot the other
  * passes walk (a mounted image's counter moves), so pass 7 compares the
  * counter with the inodes of the same commit, and checks that the meta
- * database holds nothing but the superblock and the count of unwritten
- * blocks (format version 1), which pass 7 checks.
+ * database holds nothing but the superblock, the count of unwritten
+ * blocks (format version 1), which pass 7 checks, and mount defaults a
+ * mount takes (kvfs-tune's).
  *
  * Invariants:
  *  1. f->sb and f->bs describe the snapshot every later pass reads (with -n,
@@ -41,6 +42,25 @@ int fsck_pass1(struct fsck *f)
 			if (rc)
 				break; /* kv_open read it fine: the image changed under us */
 			have = 1;
+			continue;
+		}
+		if (kl == strlen(KV_DEFAULTS_KEY) && memcmp(k, KV_DEFAULTS_KEY, kl) == 0) {
+			/* kvfs-tune's: what a mount would refuse is dropped */
+			char opts[KV_DEFAULTS_MAX + 1], why[256] = "not printable text";
+			struct pend *pr;
+
+			if (vl >= 1 && vl <= KV_DEFAULTS_MAX) {
+				memcpy(opts, v, vl);
+				opts[vl] = '\0';
+				if (strlen(opts) == vl && mount_defaults_check(opts, why, sizeof(why)) == 0)
+					continue;
+			} else {
+				snprintf(why, sizeof(why), "%zu bytes", vl);
+			}
+			pr = fsck_problem(f, PR_DEFAULTS_BAD, &(struct pctx){.name = v,
+				.namelen = vl < KV_DEFAULTS_MAX ? vl : KV_DEFAULTS_MAX, .str = why});
+			if (pr && (rc = fsck_fix_del(f, KV_DB_META, k, kl, 0, pr)) != 0)
+				break;
 			continue;
 		}
 		if (kl == strlen(KV_UNWRITTEN_KEY) && memcmp(k, KV_UNWRITTEN_KEY, kl) == 0) {

@@ -57,6 +57,8 @@ static const struct {
 } problems[PR_COUNT] = {
 	[PR_META_EXTRA] = {"meta_extra", 1, 0,
 		"meta database holds an unknown record %N", "Drop it"},
+	[PR_DEFAULTS_BAD] = {"defaults_bad", 1, 0,
+		"mount defaults %N are wrong: %s (a mount would refuse them)", "Drop them"},
 	[PR_UNWRITTEN_BAD] = {"unwritten_bad", 1, PF_PREEN,
 		"the count of unwritten blocks is damaged (%n bytes)", "Count them again"},
 	[PR_INODE_BAD_KEY] = {"inode_bad_key", 2, 0,

@@ -1,0 +1,84 @@
+/*
+ * defaults.c - the mount options an image may hold as its defaults
+ * (kvfs-tune -o), checked alike by kvfs-tune before it stores them and by
+ * the daemon before it uses them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+static int one_of(const char *v, const char *const *words)
+{
+	for (; *words; words++)
+		if (strcmp(v, *words) == 0)
+			return 1;
+	return 0;
+}
+
+/* Check one option (len bytes at opt); 0, or -EINVAL with err set. */
+static int check_one(const char *opt, size_t len, char *err, size_t errlen)
+{
+	static const char *const flags[] = {"noatime", "relatime", "strictatime", NULL};
+	static const char *const modes[] = {"full", "fsync", "none", NULL};
+	char item[MOUNT_DEFAULTS_MAX + 1], *v;
+	uint64_t n;
+
+	if (len == 0) {
+		snprintf(err, errlen, "an empty option");
+		return -EINVAL;
+	}
+	memcpy(item, opt, len);
+	item[len] = '\0';
+	if (one_of(item, flags))
+		return 0;
+	v = strchr(item, '=');
+	if (v)
+		*v++ = '\0';
+	if (v && strcmp(item, "durability") == 0) {
+		if (one_of(v, modes))
+			return 0;
+		snprintf(err, errlen, "durability must be full, fsync or none, not '%s'", v);
+	} else if (v && strcmp(item, "max_size") == 0) {
+		if (size_parse(v, &n) == 0 && n >= (1 << 20))
+			return 0;
+		snprintf(err, errlen, "max_size '%s' is not a size of 1M or more", v);
+	} else if (v && strcmp(item, "commit") == 0) {
+		if (size_parse(v, &n) == 0)
+			return 0;
+		snprintf(err, errlen, "commit '%s' is not a number of seconds", v);
+	} else if (v && strcmp(item, "window") == 0) {
+		if (size_parse(v, &n) == 0 && n <= MOUNT_WINDOW_MS_MAX)
+			return 0;
+		snprintf(err, errlen, "window must be 0 to %d milliseconds, not '%s'",
+			 MOUNT_WINDOW_MS_MAX, v);
+	} else {
+		snprintf(err, errlen, "'%.*s' cannot be a default (durability=, max_size=, "
+			 "commit=, window=, noatime, relatime, strictatime can)", (int)len, opt);
+	}
+	return -EINVAL;
+}
+
+int mount_defaults_check(const char *opts, char *err, size_t errlen)
+{
+	size_t len = strlen(opts);
+
+	if (len > MOUNT_DEFAULTS_MAX) {
+		snprintf(err, errlen, "%zu bytes of options, at most %d", len, MOUNT_DEFAULTS_MAX);
+		return -EINVAL;
+	}
+	if (len == 0)
+		return 0; /* none */
+	for (const char *p = opts;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		int rc = check_one(p, n, err, errlen);
+
+		if (rc)
+			return rc;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}

@@ -1,0 +1,250 @@
+/*
+ * tune.c - kvfs-tune: change the label, the uuid or the mount defaults of a
+ * kvfs image, in tune2fs's spirit, and list them.
+ *
+ *   kvfs-tune [-L LABEL] [-U UUID|random] [-o OPTIONS] [-l] IMAGE
+ *
+ * Changes are one commit of an image opened read-write, so they are refused
+ * while it is mounted read-write (kv_open names the mountpoint); -l alone
+ * opens it read-only and may run on a mounted image.
+ *
+ * Exit codes: 0 done, 1 could not (a message says why), 16 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kv.h"
+
+struct tune {
+	const char *label;   /* NULL: kept */
+	int set_uuid;
+	uint8_t uuid[16];
+	const char *options; /* NULL: kept; "": none */
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s [-L LABEL] [-U UUID|random] [-o OPTIONS] [-l] IMAGE\n"
+		"Change the label, the UUID or the mount defaults of the kvfs image IMAGE\n"
+		"(not while it is mounted read-write), or show them.\n"
+		"\n"
+		"  -L, --label LABEL      new label, at most %d bytes ('' for none)\n"
+		"  -U, --uuid UUID        new UUID: 32 hex digits as 8-4-4-4-12, or 'random'\n"
+		"  -o, --options OPTS     mount defaults, which every mount of IMAGE uses\n"
+		"                         unless its own -o options say otherwise ('' for\n"
+		"                         none): durability=full|fsync|none, max_size=SIZE,\n"
+		"                         commit=SECONDS, window=MS, noatime, relatime,\n"
+		"                         strictatime (see kvfs(8))\n"
+		"  -l, --list             show the label, UUID and mount defaults (after\n"
+		"                         the changes, if any); the default with no option\n"
+		"  -h, --help             show this help and exit\n"
+		"  -V, --version          show the version and exit\n"
+		"\n"
+		"Exit status: 0 done, 1 failed, 16 usage.\n",
+		cli_prog, KV_LABEL_MAX);
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* "random", or 8-4-4-4-12 hex digits; 0, or -EINVAL. */
+static int parse_uuid(const char *s, uint8_t out[16])
+{
+	size_t n = 0;
+
+	if (strcmp(s, "random") == 0) {
+		if (getrandom(out, 16, 0) != 16)
+			return -errno;
+		out[6] = (uint8_t)((out[6] & 0x0f) | 0x40); /* RFC 4122 version 4 */
+		out[8] = (uint8_t)((out[8] & 0x3f) | 0x80);
+		return 0;
+	}
+	if (strlen(s) != 36)
+		return -EINVAL;
+	for (size_t i = 0; i < 36;) {
+		int hi, lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i++] != '-')
+				return -EINVAL;
+			continue;
+		}
+		hi = hexval(s[i]);
+		lo = hexval(s[i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		out[n++] = (uint8_t)(hi << 4 | lo);
+		i += 2;
+	}
+	return n == 16 ? 0 : -EINVAL;
+}
+
+static int apply_tune(kv_txn *t, void *arg)
+{
+	const struct tune *w = arg;
+	int rc = 0;
+
+	if (w->label || w->set_uuid)
+		rc = kv_super_relabel(t, w->label, w->set_uuid ? w->uuid : NULL);
+	if (rc == 0 && w->options)
+		rc = kv_defaults_set(t, w->options);
+	return rc;
+}
+
+static int list(kv_env *env, const char *image)
+{
+	char uuid[37], defaults[KV_DEFAULTS_MAX + 1];
+	struct kv_super s;
+	kv_txn *t;
+	int rc;
+
+	kv_super_get(env, &s);
+	rc = kv_read_begin(env, &t);
+	if (rc == 0) {
+		rc = kv_defaults_get(t, defaults, sizeof(defaults));
+		kv_read_end(t);
+	}
+	if (rc) {
+		cli_error_at(image, "cannot read the mount defaults: %s", strerror(-rc));
+		return 1;
+	}
+	cli_format_uuid(s.uuid, uuid);
+	printf("label:          ");
+	if (s.label[0]) {
+		putchar('\'');
+		cli_put_escaped(stdout, s.label, strlen(s.label));
+		puts("'");
+	} else {
+		puts("(none)");
+	}
+	printf("uuid:           %s\n", uuid);
+	printf("mount defaults: %s\n", defaults[0] ? defaults : "(none)");
+	return EXIT_OK;
+}
+
+/* The lock file LMDB makes beside an image holds no state: one this run
+ * made goes again. */
+static void remove_lock_made(const char *image, int existed)
+{
+	char lock[PATH_MAX];
+
+	if (!existed && (size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock))
+		unlink(lock);
+}
+
+int cmd_tune(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"label", required_argument, NULL, 'L'},
+		{"uuid", required_argument, NULL, 'U'},
+		{"options", required_argument, NULL, 'o'},
+		{"list", no_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct tune w = {0};
+	char err[512], lock[PATH_MAX];
+	const char *image;
+	int show = 0, c, rc, lock_existed;
+	kv_env *env;
+
+	while ((c = getopt_long(argc, argv, "L:U:o:lhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'L':
+			if (strlen(optarg) > KV_LABEL_MAX) {
+				cli_error("label '%s' is longer than %d bytes", optarg, KV_LABEL_MAX);
+				return EXIT_USAGE;
+			}
+			w.label = optarg;
+			break;
+		case 'U':
+			if (parse_uuid(optarg, w.uuid) != 0) {
+				cli_error("'%s' is not a UUID (8-4-4-4-12 hex digits) or 'random'",
+					  optarg);
+				return EXIT_USAGE;
+			}
+			w.set_uuid = 1;
+			break;
+		case 'o':
+			if (mount_defaults_check(optarg, err, sizeof(err)) != 0) {
+				cli_error("mount defaults '%s': %s", optarg, err);
+				return EXIT_USAGE;
+			}
+			w.options = optarg;
+			break;
+		case 'l':
+			show = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("kvfs-tune (kvfs) %s, image format %d\n", KVFS_VERSION,
+			       KV_FORMAT_VERSION);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		cli_error(optind == argc ? "no image given" : "too many arguments");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	image = argv[optind];
+	lock_existed = (size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock) &&
+		       access(lock, F_OK) == 0;
+	if (!w.label && !w.set_uuid && !w.options) {
+		/* nothing to change: show, read-only (a mounted image too) */
+		rc = kv_open(image, &(struct kv_open_opts){.readonly = 1}, &env, err, sizeof(err));
+		if (rc) {
+			cli_error("%s", err);
+			return 1;
+		}
+		rc = list(env, image);
+		kv_close(env);
+		remove_lock_made(image, lock_existed);
+		return rc;
+	}
+	rc = kv_open(image, &(struct kv_open_opts){.durability = KV_DURABLE_FULL}, &env, err,
+		     sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		return 1;
+	}
+	rc = kv_write(env, apply_tune, &w, 0);
+	if (rc) {
+		cli_error_at(image, "not changed: %s", strerror(-rc));
+		kv_close(env);
+		remove_lock_made(image, lock_existed);
+		return 1;
+	}
+	rc = show ? list(env, image) : EXIT_OK;
+	kv_close(env);
+	remove_lock_made(image, lock_existed);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	cli_init(argv);
+	return cmd_tune(argc, argv);
+}
