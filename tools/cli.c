@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kv.h"
 
 const char *cli_prog = "kvfs";
 
@@ -191,4 +192,29 @@ void cli_crash_guard(const char *image)
 			"bug\n", cli_prog, image);
 	crash_guard_install(EXIT_OPERATIONAL);
 	crash_guard_report(&report);
+}
+
+void cli_print_version(void)
+{
+	printf("%s (kvfs) %s, image format %d\n", cli_prog, KVFS_VERSION, KV_FORMAT_VERSION);
+}
+
+int cli_one_image(int argc, int optind, void (*usage)(FILE *))
+{
+	if (optind == argc - 1)
+		return 0;
+	cli_error(optind == argc ? "no image given" : "too many arguments");
+	usage(stderr);
+	return EXIT_USAGE;
+}
+
+void cli_print_label(FILE *f, const char *label)
+{
+	if (!label[0]) {
+		fputs("(none)\n", f);
+		return;
+	}
+	fputc('\'', f);
+	cli_put_escaped(f, label, strlen(label));
+	fputs("'\n", f);
 }

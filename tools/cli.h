@@ -42,6 +42,15 @@ void cli_verror_at(const char *path, const char *fmt, va_list ap);
  * single quotes, for a message: a malloc'd string, or NULL when out of
  * memory. */
 char *cli_quote(const void *s, size_t len);
+/* "PROG (kvfs) VERSION, image format N" on standard output (-V). */
+void cli_print_version(void);
+/* The one IMAGE argument a tool takes after its options (argv[optind]):
+ * 0 when it is there alone, else EXIT_USAGE after saying what is wrong
+ * and printing usage to stderr. */
+int cli_one_image(int argc, int optind, void (*usage)(FILE *));
+/* A label as the tools show it: 'LABEL' (escaped) or (none), and a
+ * newline. */
+void cli_print_label(FILE *f, const char *label);
 /* Format a uuid as 8-4-4-4-12 hex digits into out (37 bytes). */
 void cli_format_uuid(const uint8_t uuid[16], char out[37]);
 /* Write len bytes of a name or value so that any byte sequence prints on one

@@ -442,13 +442,7 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	cli_format_uuid(s.uuid, buf);
 	print_field("uuid:", "%s", buf);
 	printf("%-16s", "label:");
-	if (s.label[0]) {
-		putchar('\'');
-		cli_put_escaped(stdout, s.label, strlen(s.label));
-		puts("'");
-	} else {
-		puts("(none)");
-	}
+	cli_print_label(stdout, s.label);
 	print_field("block size:", "%u", s.block_size);
 	cli_format_time(s.created_ns, buf, sizeof(buf));
 	print_field("created:", "%s", buf);
@@ -700,8 +694,7 @@ int cmd_dump(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		case 'V':
-			printf("kvfs-dump (kvfs) %s, image format %d\n", KVFS_VERSION,
-			       KV_FORMAT_VERSION);
+			cli_print_version();
 			return EXIT_OK;
 		default:
 			cli_error("unknown option '%s'", argv[optind - 1]);

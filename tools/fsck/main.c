@@ -243,8 +243,7 @@ static int parse_args(struct fsck *f, int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK + 100;
 		case 'V':
-			printf("fsck.kvfs (kvfs) %s, image format %d\n", KVFS_VERSION,
-			       KV_FORMAT_VERSION);
+			cli_print_version();
 			return EXIT_OK + 100;
 		default:
 			usage(stderr);
@@ -255,11 +254,8 @@ static int parse_args(struct fsck *f, int argc, char **argv)
 		cli_error("only one of -n, -p and -y may be given");
 		return EXIT_USAGE;
 	}
-	if (optind != argc - 1) {
-		cli_error(optind == argc ? "no image given" : "too many arguments");
-		usage(stderr);
+	if (cli_one_image(argc, optind, usage))
 		return EXIT_USAGE;
-	}
 	f->image = argv[optind];
 	return 0;
 }

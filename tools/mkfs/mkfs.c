@@ -147,19 +147,15 @@ int cmd_mkfs(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		case 'V':
-			printf("mkfs.kvfs (kvfs) %s, image format %d\n", KVFS_VERSION,
-			       KV_FORMAT_VERSION);
+			cli_print_version();
 			return EXIT_OK;
 		default:
 			usage(stderr);
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		cli_error(optind == argc ? "no image given" : "too many arguments");
-		usage(stderr);
+	if (cli_one_image(argc, optind, usage))
 		return EXIT_USAGE;
-	}
 	if (dir && check_dir(dir))
 		return 1;
 	o.root_uid = getuid();

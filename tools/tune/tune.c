@@ -125,14 +125,8 @@ static int list(kv_env *env, const char *image)
 		return 1;
 	}
 	cli_format_uuid(s.uuid, uuid);
-	printf("label:          ");
-	if (s.label[0]) {
-		putchar('\'');
-		cli_put_escaped(stdout, s.label, strlen(s.label));
-		puts("'");
-	} else {
-		puts("(none)");
-	}
+	printf("%-16s", "label:");
+	cli_print_label(stdout, s.label);
 	printf("uuid:           %s\n", uuid);
 	printf("mount defaults: %s\n", defaults[0] ? defaults : "(none)");
 	return EXIT_OK;
@@ -196,19 +190,15 @@ int cmd_tune(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		case 'V':
-			printf("kvfs-tune (kvfs) %s, image format %d\n", KVFS_VERSION,
-			       KV_FORMAT_VERSION);
+			cli_print_version();
 			return EXIT_OK;
 		default:
 			usage(stderr);
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		cli_error(optind == argc ? "no image given" : "too many arguments");
-		usage(stderr);
+	if (cli_one_image(argc, optind, usage))
 		return EXIT_USAGE;
-	}
 	image = argv[optind];
 	lock_existed = (size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock) &&
 		       access(lock, F_OK) == 0;
