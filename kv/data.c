@@ -612,7 +612,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 {
 	const uint64_t bs = t->env->super.block_size;
 	unsigned char kb[16];
-	uint64_t want = off / bs; /* the block expected next */
+	uint64_t want = off / bs; /* SEEK_HOLE: the block a run of data needs next */
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t blen;
@@ -634,37 +634,29 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 			return kv_err(t, mrc, "seek");
 		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
-		if (idx == UINT64_MAX || idx * bs >= size) {
-			/* no stored block left before EOF */
-			if (whence == SEEK_DATA)
-				return -ENXIO;
-			at = want * bs;
-			*out = at > off ? (at < size ? at : size) : off;
-			return 0;
-		}
-		if (whence == SEEK_HOLE && idx != want) {
-			at = want * bs;
-			*out = at > off ? at : off;
-			return 0;
-		}
-		rc = block_check(t, ino, idx, &v, &blen);
-		if (rc)
-			return rc;
-		if (is_unwritten(&v))
-			blen = bs; /* allocated: data, as tmpfs calls what fallocate took */
-		at = idx * bs;
-		if (whence == SEEK_DATA) {
-			if (at + blen > off) {
-				*out = at > off ? at : off;
-				return 0;
+		if (idx != UINT64_MAX && idx * bs < size) {
+			rc = block_check(t, ino, idx, &v, &blen);
+			if (rc)
+				return rc;
+			if (!is_unwritten(&v)) { /* data: the whole block, to the size */
+				if (whence == SEEK_DATA) {
+					at = idx * bs;
+					*out = at > off ? at : off;
+					return 0;
+				}
+				if (idx == want) {
+					want++;
+					continue;
+				}
+			} else if (whence == SEEK_DATA) {
+				continue; /* unwritten: a hole, as ext4 and tmpfs say */
 			}
-		} else if (blen < bs && at + blen < size && at + blen >= off) {
-			*out = at + blen;
-			return 0;
-		} else if (blen < bs && at + blen < size && off < at + bs) {
-			*out = off; /* off lies in the zero tail of this block */
-			return 0;
+		} else if (whence == SEEK_DATA) {
+			return -ENXIO; /* no data block left before EOF */
 		}
-		want = idx + 1;
+		/* a hole at block want (a gap, an unwritten block, or EOF) */
+		at = want * bs;
+		*out = at > off ? (at < size ? at : size) : off;
+		return 0;
 	}
 }

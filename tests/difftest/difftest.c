@@ -418,7 +418,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: difftest [options] --seeds A-B | --minutes M | --seed S KVFSDIR REFDIR\n"
 		   "       difftest --compare KDIR TDIR\n"
 		   "options: --ops N, --check-every N, --only I,J,..., --keep, --no-reduce,\n"
-		   "         --stop, --print, --remount CMD, --any-fs, -v (twice: every op)\n");
+		   "         --stop, --print, --remount CMD, --any-fs, --seek (SEEK_DATA and\n"
+		   "         SEEK_HOLE too), -v (twice: every op)\n");
 }
 
 int main(int argc, char **argv)
@@ -428,7 +429,7 @@ int main(int argc, char **argv)
 		{"ops", 1, 0, 'n'}, {"check-every", 1, 0, 'c'}, {"only", 1, 0, 'o'},
 		{"keep", 0, 0, 'k'}, {"no-reduce", 0, 0, 'R'}, {"stop", 0, 0, 'x'},
 		{"print", 0, 0, 'p'}, {"remount", 1, 0, 'M'}, {"compare", 0, 0, 'C'},
-		{"any-fs", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+		{"any-fs", 0, 0, 'A'}, {"seek", 0, 0, 'D'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
 	};
 	uint64_t first = 0, last = 0, seed = 0, minutes = 0, v;
 	size_t *only = NULL, nonly = 0;
@@ -470,6 +471,7 @@ int main(int argc, char **argv)
 		case 'p': print = 1; break;
 		case 'M': cfg.remount = optarg; break;
 		case 'A': any_fs = 1; break;
+		case 'D': ops_seek_holes = 1; break;
 		case 'C': mode = 'C'; break;
 		case 'v': cfg.verbose++; break;
 		case 'h': usage(stdout); return 0;

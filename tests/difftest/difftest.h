@@ -80,11 +80,16 @@ struct res {
 	struct attrs a;
 	unsigned char *buf; /* bytes read, a listing, a target, a value */
 	size_t len, cap;
+	int seek_bad;     /* SEEK_DATA/SEEK_HOLE: the answer calls bytes that are
+	                     not zero a hole */
 };
 
 /* ops.c */
 void ops_init(void);
 void ops_generate(uint64_t seed, struct op *ops, size_t n);
+/* --seek: lseek with SEEK_DATA and SEEK_HOLE too (for a kvfs image whose
+ * block size is tmpfs's page size, without the writeback cache) */
+extern int ops_seek_holes;
 void op_run(const struct op *op, struct side *s, struct res *r);
 void op_format(const struct op *op, char *buf, size_t len);
 void res_free(struct res *r);

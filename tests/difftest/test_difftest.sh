@@ -1,10 +1,12 @@
 #!/bin/bash
 # test_difftest.sh - the differential tester, bounded for CI (about a minute):
 # seeds 1..A with -o writeback (the kernel's writeback cache), then seeds
-# A+1..B with -o nowriteback (the default), then a few with -o strictatime (kvfs updates atime on every
-# read it sees), then some with a window of a minute, with and without the
-# writeback cache (every read meets changes told but not committed: the
-# window's read-your-writes), each run against tmpfs and compared again
+# A+1..B with -o nowriteback (the default), then a few with -o strictatime
+# (kvfs updates atime on every read it sees), then some with a window of a
+# minute, with and without the writeback cache (every read meets changes
+# told but not committed: the window's read-your-writes), and last some on
+# an image of 4096-byte blocks (tmpfs's page size) with SEEK_DATA and
+# SEEK_HOLE in the mix (--seek), each run against tmpfs and compared again
 # after a remount.
 # Every seed must agree; a failure prints the seed and its reduced sequence.
 #
@@ -12,7 +14,7 @@
 #
 # Environment: KVFS_BIN, MKFS_BIN; KVFS_DIFFTEST_SEEDS (default 85),
 # KVFS_DIFFTEST_NOWB_SEEDS (40), KVFS_DIFFTEST_ATIME_SEEDS (8) and
-# KVFS_DIFFTEST_WINDOW_SEEDS (12, twice) seeds of
+# KVFS_DIFFTEST_WINDOW_SEEDS (12, twice), KVFS_DIFFTEST_SEEK_SEEDS (30) seeds of
 # KVFS_DIFFTEST_OPS (2000) ops each. Long runs: difftest --minutes 60 MNT/dir /dev/shm/dir by hand.
 . "$(dirname "$0")/../fs/lib.sh"
 BIN=$1
@@ -20,6 +22,8 @@ WB=${KVFS_DIFFTEST_SEEDS:-85}
 NOWB=${KVFS_DIFFTEST_NOWB_SEEDS:-40}
 ATIME=${KVFS_DIFFTEST_ATIME_SEEDS:-8}
 WIN=${KVFS_DIFFTEST_WINDOW_SEEDS:-12}
+SEEK=${KVFS_DIFFTEST_SEEK_SEEDS:-30}
+DT_ARGS=
 OPS=${KVFS_DIFFTEST_OPS:-2000}
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" != tmpfs ]; then
 	echo "SKIP: no tmpfs at /dev/shm for the reference"
@@ -45,7 +49,8 @@ run() { # first last [mount options]
 	kvfs_mount "$@"
 	mkdir "$MNT/d"
 	mkdir -p "$REF/d"
-	"$BIN" --ops "$OPS" --remount "$T/remount" --seeds "$first-$last" "$MNT/d" "$REF/d"
+	# shellcheck disable=SC2086
+	"$BIN" --ops "$OPS" --remount "$T/remount" --seeds "$first-$last" $DT_ARGS "$MNT/d" "$REF/d"
 	rc=$?
 	[ "$rc" -eq 0 ] || { echo "FAIL: difftest ${*:-(default options)}: exit $rc"; exit 1; }
 	rm -rf "$MNT/d" "$REF/d"
@@ -59,3 +64,9 @@ run $((WB + NOWB + 1)) $((WB + NOWB + ATIME)) -o strictatime
 first=$((WB + NOWB + ATIME + 1))
 run "$first" $((first + WIN - 1)) -o window=60000,writeback
 run $((first + WIN)) $((first + 2 * WIN - 1)) -o window=60000,nowriteback
+# SEEK_DATA/SEEK_HOLE: answered by kvfs only without the writeback cache,
+# and comparable with tmpfs's pages only for blocks of a page
+kvfs_mkfs -b 4096
+first=$((first + 2 * WIN))
+DT_ARGS=--seek
+run "$first" $((first + SEEK - 1)) -o nowriteback

@@ -127,8 +127,9 @@ static void m_allocate(struct model *m, uint64_t off, uint64_t end)
 	}
 }
 
-/* Data is what the stored blocks hold, and unwritten blocks whole (tmpfs
- * calls what fallocate took data); the rest up to size is hole. */
+/* Data is every stored block of bytes, whole (to the size), as a page is to
+ * tmpfs and a block to ext4; holes, and unwritten blocks (fallocate's,
+ * holes to ext4 and tmpfs alike), are the rest up to size. */
 static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out)
 {
 	uint64_t p = off;
@@ -137,7 +138,7 @@ static int m_seek(const struct model *m, uint64_t off, int whence, uint64_t *out
 		return -ENXIO;
 	while (p < m->size) {
 		uint64_t at = p / m->bs * m->bs;
-		uint64_t data_end = at + (m->unw[p / m->bs] ? m->bs : m->blen[p / m->bs]);
+		uint64_t data_end = at + (m->blen[p / m->bs] ? m->bs : 0);
 		if (p < data_end) {
 			if (whence == SEEK_DATA)
 				break;
@@ -437,8 +438,10 @@ static void punch_hole(void **state)
 	check_model(e, ino, &m);
 	assert_int_equal(m_nblocks(&m), 3); /* block 1 dropped, 0 trimmed, 2 zeroed */
 	assert_int_equal(f_seek(e, ino, 0, SEEK_HOLE, &out), 0);
-	assert_true(out == bs / 2);
+	assert_true(out == bs); /* a block kept in part is data whole */
 	assert_int_equal(f_seek(e, ino, bs / 2, SEEK_DATA, &out), 0);
+	assert_true(out == bs / 2);
+	assert_int_equal(f_seek(e, ino, bs, SEEK_DATA, &out), 0);
 	assert_true(out == 2 * bs);
 	check_seeks(e, ino, &m);
 	/* inside one block; past the end (clipped); beyond the end (nothing) */
@@ -543,11 +546,14 @@ static void seek_cases(void **state)
 	assert_true(out == 2 * bs + 1); /* the end of the file is a hole */
 	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_DATA, &out), -ENXIO);
 	assert_int_equal(f_seek(e, ino, 2 * bs, SEEK_CUR, &out), -EINVAL);
-	/* a file that ends in a hole: no data after the last block */
+	/* a file that ends in a hole: the last block is data to its end (as
+	 * tmpfs says of a page, ext4 of a block), no data after it */
 	assert_int_equal(f_truncate(e, ino, 10 * bs), 0);
-	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_DATA, &out), -ENXIO);
-	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_HOLE, &out), 0);
+	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_DATA, &out), 0);
 	assert_true(out == 2 * bs + 1);
+	assert_int_equal(f_seek(e, ino, 3 * bs, SEEK_DATA, &out), -ENXIO);
+	assert_int_equal(f_seek(e, ino, 2 * bs + 1, SEEK_HOLE, &out), 0);
+	assert_true(out == 3 * bs);
 	assert_int_equal(f_seek(e, ino, 10 * bs - 1, SEEK_HOLE, &out), 0);
 	assert_true(out == 10 * bs - 1);
 }
