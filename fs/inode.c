@@ -197,10 +197,17 @@ static int apply_atime(kv_txn *t, void *arg)
 	return kv_inode_put(t, &in);
 }
 
+/* The update is applied after the READ (or READDIR) was answered, and the
+ * kernel may have asked for the attributes in between: it drops what it
+ * cached, so the next stat(2) asks again and shows the new access time.
+ * Attributes only: never waits (safe on the writer's thread). */
 static void atime_done(void *arg, int rc)
 {
-	(void)rc;
-	free(arg);
+	struct atime_op *a = arg;
+
+	if (rc == 0)
+		fs_notify_inval(a->ino, -1, 0);
+	free(a);
 }
 
 /* Called on a read path; allocates only when an update is due (relatime:
