@@ -410,6 +410,16 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	nblocks = in.nblocks;
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
 		rc = kv_data_punch(t, &in, a->off, a->len);
+	} else if (a->mode & FALLOC_FL_ZERO_RANGE) {
+		uint64_t chunk = (a->from / fs.block_size + ALLOC_CHUNK) * fs.block_size;
+
+		if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size)
+			in.size = a->off + a->len;
+		a->stop = a->off + a->len < in.size ? a->off + a->len : in.size;
+		a->next = chunk < a->stop ? chunk : a->stop;
+		/* zeros, and the room taken as for an allocation: unwritten
+		 * blocks where the range covers them whole, as on ext4 */
+		rc = a->from < a->next ? kv_data_zero(t, &in, a->from, a->next) : 0;
 	} else {
 		if (!(a->mode & FALLOC_FL_KEEP_SIZE) && a->off + a->len > in.size)
 			in.size = a->off + a->len;
@@ -471,9 +481,13 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 	int rc, changed = 0;
 
 	(void)fi;
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+	/* the kernel sends no other mode (collapse and insert range never
+	 * reach a FUSE filesystem) and checks the mixes first; checked again
+	 * here all the same */
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		rc = -EOPNOTSUPP;
-	else if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+	else if ((mode & FALLOC_FL_PUNCH_HOLE) &&
+		 (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
 		rc = -EOPNOTSUPP;
 	else if (offset < 0 || length <= 0)
 		rc = -EINVAL;

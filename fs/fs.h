@@ -352,5 +352,7 @@ void fs_workers_stop(void);
  * (after --help, --version, or a message saying what was wrong), or -1 to
  * go on. */
 int fs_options_parse(struct fuse_args *args);
+/* What the crash guard says when reading the image crashes (main.c). */
+void fs_crash_text(char *buf, size_t len, int mounted);
 
 #endif

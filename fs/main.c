@@ -72,7 +72,7 @@ static void die_status(int code, const char *fmt, ...)
 static struct crash_report crash_mounting[2]; /* [mounted]: before the status is sent */
 static struct crash_report crash_detached;    /* after */
 
-static void crash_text(char *buf, size_t len, int mounted)
+void fs_crash_text(char *buf, size_t len, int mounted)
 {
 	snprintf(buf, len,
 		 "%s: crashed reading the image: it is damaged where the store cannot "
@@ -87,7 +87,7 @@ static void crash_guard(void)
 	static char text[2][CRASH_REPORT_MAX];
 
 	for (int m = 0; m < 2; m++) {
-		crash_text(text[m], sizeof(text[m]), m);
+		fs_crash_text(text[m], sizeof(text[m]), m);
 		if (status_fd >= 0)
 			crash_report_fd(&crash_mounting[m], status_fd, "\1%s", text[m]);
 		else

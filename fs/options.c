@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "fs.h"
@@ -402,11 +403,21 @@ static void defaults_left(const char *defaults, const struct cli *c, char *out)
  * as parse_args. */
 static int with_defaults(struct fuse_args *args, const struct fuse_args *orig, struct cli *c)
 {
+	static struct crash_report crashed;
 	char defaults[KV_DEFAULTS_MAX + 1], left[KV_DEFAULTS_MAX + 1], err[256];
+	char text[CRASH_REPORT_MAX];
 	int rc;
 
+	/* the first read of the image: a damaged page may crash LMDB here
+	 * already, which must say so as a crash at mount does (main.c) */
+	fs_crash_text(text, sizeof(text), 0);
+	crash_report_fd(&crashed, STDERR_FILENO, "kvfs: %s\n", text);
+	crash_guard_install(1);
+	crash_guard_report(&crashed);
+	rc = kv_defaults_peek(fs.cfg.image, defaults, sizeof(defaults));
+	crash_guard_report(NULL);
 	/* an image that cannot be read is open_store's to report */
-	if (kv_defaults_peek(fs.cfg.image, defaults, sizeof(defaults)) != 0 || !defaults[0])
+	if (rc != 0 || !defaults[0])
 		return -1;
 	if (mount_defaults_check(defaults, err, sizeof(err)) != 0) {
 		fprintf(stderr, "kvfs: '%s': the mount defaults it holds are wrong: %s (kvfs-tune -o "

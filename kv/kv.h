@@ -370,6 +370,13 @@ int kv_data_truncate(kv_txn *txn, struct kv_inode *in, uint64_t size);
  * the size is unchanged; updates in->nblocks. -EIO: a block kept in part
  * fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
+/* fallocate's ZERO_RANGE over [off, end) within in->size: its bytes read as
+ * zeros after, and its blocks are allocated (unwritten where whole, zeroed
+ * in place where in part), as kv_data_allocate promises; the caller sets
+ * the size first when the range grows the file. Updates in->nblocks. -EIO:
+ * a block kept in part fails its checksum. -EROFS, -ENOSPC (the promise
+ * does not fit: nothing changed, the op rolled back). */
+int kv_data_zero(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end);
 /* Store unwritten blocks in the holes of [off, end) within in->size
  * (fallocate: they read as zeros, and the room their first writes take is
  * kept free for them, room.c), and fill a short block out to the size with

@@ -332,7 +332,8 @@ static void gen_one(uint64_t *s, struct op *op)
 	case OP_FALLOCATE: {
 		unsigned r = (unsigned)below(s, 100);
 		op->flags = r < 70 ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-			: r < 85 ? 0 : FALLOC_FL_KEEP_SIZE;
+			: r < 80 ? 0 : r < 88 ? FALLOC_FL_KEEP_SIZE
+			: r < 94 ? FALLOC_FL_ZERO_RANGE : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 		op->off = far_off(s, gen_off(s));
 		/* a far length only for holes: tmpfs allocates what the others ask */
 		op->len = r < 70 ? far_off(s, gen_len(s)) : gen_len(s);
@@ -515,6 +516,27 @@ static int zeros(int fd, uint64_t from, uint64_t to)
 				return 0;
 	}
 	return 1;
+}
+
+/* ZERO_RANGE, which tmpfs lacks, by ext4's rule on the reference side: the
+ * bytes of the range read as zeros (a punched hole), and without KEEP_SIZE a
+ * range past the end grows the file to its end. */
+static void run_zero_range_rule(int fd, const struct op *op, struct res *r)
+{
+	struct stat st;
+	off_t end = (off_t)(op->off + op->len);
+
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)op->off,
+		      (off_t)op->len) != 0) {
+		set_ret(r, -1);
+		return;
+	}
+	if (!(op->flags & FALLOC_FL_KEEP_SIZE) && fstat(fd, &st) == 0 && end > st.st_size &&
+	    ftruncate(fd, end) != 0) {
+		set_ret(r, -1);
+		return;
+	}
+	set_ret(r, 0);
 }
 
 /* SEEK_DATA and SEEK_HOLE: the answer, and whether what it calls a hole
@@ -772,7 +794,10 @@ void op_run(const struct op *op, struct side *s, struct res *r)
 		break;
 	}
 	case OP_FALLOCATE:
-		set_ret(r, fallocate(fd, (int)op->flags, (off_t)op->off, (off_t)op->len));
+		if ((op->flags & FALLOC_FL_ZERO_RANGE) && strcmp(s->name, "tmpfs") == 0)
+			run_zero_range_rule(fd, op, r);
+		else
+			set_ret(r, fallocate(fd, (int)op->flags, (off_t)op->off, (off_t)op->len));
 		break;
 	case OP_FSYNC:
 		set_ret(r, fsync(fd));
@@ -949,6 +974,8 @@ void op_format(const struct op *op, char *buf, size_t len)
 	case OP_FALLOCATE:
 		snprintf(buf, len, "fallocate fd%d %s off=%llu len=%llu", op->fd,
 			 op->flags & FALLOC_FL_PUNCH_HOLE ? "PUNCH_HOLE|KEEP_SIZE"
+			 : op->flags == FALLOC_FL_ZERO_RANGE ? "ZERO_RANGE"
+			 : op->flags & FALLOC_FL_ZERO_RANGE ? "ZERO_RANGE|KEEP_SIZE"
 			 : op->flags ? "KEEP_SIZE" : "0",
 			 (unsigned long long)op->off, (unsigned long long)op->len);
 		break;

@@ -20,10 +20,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -385,8 +387,12 @@ static void test_random_io(void **state)
 static void check_seek(int fd, off_t off, int whence, off_t exact, int line)
 {
 	off_t got = lseek(fd, off, whence), simple = whence == SEEK_DATA ? off : size_of(fd);
+	/* a hole may start a little after the data: the zeros to the end of
+	 * its block count as data (kvfs's default blocks of 4072 bytes do not
+	 * end where ext4's and tmpfs's of 4096 do) */
+	int near = whence == SEEK_HOLE && got > exact && got < exact + 8192 && got <= simple;
 
-	if (got != exact && got != simple)
+	if (got != exact && got != simple && !near)
 		fail_msg("line %d: lseek(%lld, %s) = %lld (%s), expected %lld or %lld", line,
 			 (long long)off, whence == SEEK_DATA ? "SEEK_DATA" : "SEEK_HOLE",
 			 (long long)got, got < 0 ? strerror(errno) : "", (long long)exact,
@@ -443,7 +449,7 @@ static void test_fallocate(void **state)
 {
 	static const int bad_modes[] = {
 		FALLOC_FL_PUNCH_HOLE, FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE,
-		FALLOC_FL_ZERO_RANGE, FALLOC_FL_UNSHARE_RANGE,
+		FALLOC_FL_UNSHARE_RANGE, FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE,
 	};
 	unsigned char buf[100000];
 	struct stat before, st;
@@ -481,6 +487,45 @@ static void test_fallocate(void **state)
 	ERR(EINVAL, fallocate(fd, 0, 0, 0));
 	ERR(EINVAL, fallocate(fd, 0, -1, 10));
 	assert_int_equal(size_of(fd), 100000);
+	OK(close(fd));
+}
+
+/* ZERO_RANGE, as ext4 has it: the bytes read as zeros, the size grows past
+ * the end unless KEEP_SIZE, the blocks stay allocated. tmpfs has none: the
+ * reference run says so and skips. (Collapse and insert range never reach
+ * a FUSE filesystem: the kernel refuses them, test_fallocate.) */
+static void test_zero_range(void **state)
+{
+	unsigned char buf[60000];
+	struct statfs sf;
+	struct stat st;
+	int fd;
+
+	(void)state;
+	px_enter("zero_range");
+	fd = (int)OK(open("z", O_CREAT | O_RDWR, 0644));
+	px_fill(buf, sizeof(buf), 6);
+	assert_int_equal(OK(pwrite(fd, buf, sizeof(buf), 0)), sizeof(buf));
+	if (fallocate(fd, FALLOC_FL_ZERO_RANGE, 5000, 20000) != 0) {
+		assert_int_equal(errno, EOPNOTSUPP);
+		OK(fstatfs(fd, &sf));
+		assert_true(sf.f_type == TMPFS_MAGIC); /* only the reference lacks it */
+		OK(close(fd));
+		return;
+	}
+	assert_int_equal(size_of(fd), 60000);
+	CHECK_BYTES(fd, 0, buf, 5000);
+	CHECK_ZEROS(fd, 5000, 20000);
+	CHECK_BYTES(fd, 25000, buf + 25000, 35000);
+	OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 50000, 30000)); /* past the end: grows */
+	assert_int_equal(size_of(fd), 80000);
+	CHECK_BYTES(fd, 25000, buf + 25000, 25000);
+	CHECK_ZEROS(fd, 50000, 30000);
+	OK(fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 70000, 30000));
+	assert_int_equal(size_of(fd), 80000);
+	OK(fstat(fd, &st));
+	assert_true((off_t)st.st_blocks * 512 >= 80000 - 8192); /* allocated, holes none */
+	ERR(EINVAL, fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 0));
 	OK(close(fd));
 }
 
@@ -984,6 +1029,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_past_4gib),
 		cmocka_unit_test(test_seek_data_hole),
 		cmocka_unit_test(test_fallocate),
+		cmocka_unit_test(test_zero_range),
 		cmocka_unit_test(test_mkdir_rmdir),
 		cmocka_unit_test(test_unlink),
 		cmocka_unit_test(test_nlink),

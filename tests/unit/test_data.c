@@ -608,8 +608,28 @@ static void too_big(void **state)
 	assert_true(in.size == (uint64_t)INT64_MAX && in.nblocks == 1);
 }
 
-/* Seeded random writes, truncates, fallocates and punches, each checked in
- * full. */
+struct zero_arg {
+	uint64_t ino, off, end;
+	int grow;
+};
+
+static int zero_apply(kv_txn *t, void *p)
+{
+	struct zero_arg *a = p;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc && a->grow && a->end > in.size)
+		in.size = a->end;
+	if (!rc)
+		rc = kv_data_zero(t, &in, a->off, a->end);
+	if (!rc)
+		rc = kv_inode_put(t, &in);
+	return rc;
+}
+
+/* Seeded random writes, truncates, fallocates (ZERO_RANGE too) and
+ * punches, each checked in full. */
 static void random_ops(void **state)
 {
 	kv_env *e = env_of(state);
@@ -628,6 +648,18 @@ static void random_ops(void **state)
 			off = tu_rand(&s) % (7 * bs);
 			assert_int_equal(f_truncate(e, ino, off), 0);
 			m_truncate(&m, off);
+		} else if (r == 9 && tu_rand(&s) % 2 && off + len <= NB * bs) {
+			/* fallocate ZERO_RANGE, growing the size half the time */
+			struct zero_arg z = {.ino = ino, .off = off, .end = off + len,
+					     .grow = tu_rand(&s) % 2};
+			assert_int_equal(kv_write(e, zero_apply, &z, 0), 0);
+			if (z.grow && off + len > m.size) {
+				memset(m.buf + m.size, 0, off + len - m.size);
+				m.size = off + len;
+			}
+			if (off < m.size)
+				m_zero(&m, off, off + len < m.size ? off + len : m.size);
+			m_allocate(&m, off, off + len);
 		} else if (r == 8 && off + len <= NB * bs) {
 			/* fallocate, growing the size half the time */
 			struct alloc_arg a = {.ino = ino, .off = off, .end = off + len, .max = 100,
