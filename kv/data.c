@@ -578,21 +578,16 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 
 int kv_data_zero(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
 {
-	uint64_t next;
-	int rc;
+	uint64_t stop = end < in->size ? end : in->size, next;
+	int rc = 0;
 
-	kv_win_mark(t, in->ino); /* window.c invariant 3 */
-	if (!t->write)
-		return -EROFS;
-	if (end > in->size)
-		end = in->size; /* no block past the size (invariant 1) */
-	if (off >= end)
-		return 0;
 	/* the bytes go (whole blocks dropped, the others zeroed in place),
 	 * then every block of the range is allocated again: the dropped ones
 	 * and the holes as unwritten blocks, as ext4 makes them unwritten
-	 * extents */
-	rc = zero_range(t, in, off, end);
+	 * extents (kv_data_allocate marks the inode, refuses a read txn and
+	 * keeps to the size) */
+	if (t->write && off < stop)
+		rc = zero_range(t, in, off, stop);
 	return rc ? rc : kv_data_allocate(t, in, off, end, UINT64_MAX, &next);
 }
 
