@@ -162,15 +162,18 @@ int fs_read_inode_for(fuse_req_t req, uint64_t ino, kv_txn **t, struct kv_inode 
 void fs_reply_open(fuse_req_t req, struct fuse_file_info *fi, int cache, int dir);
 
 /* pending.c: the changes queued for the next batch and not yet committed,
- * by inode; today the times a SETATTR stores lazily. */
-enum { FS_PENDING_TIMES = 1 };
+ * by inode: the times a SETATTR stores lazily, and the access time a read
+ * sets. */
+enum { FS_PENDING_TIMES = 1, FS_PENDING_ATIME = 2 };
 struct fs_pending {
 	uint64_t ino;
 	unsigned what;              /* FS_PENDING_* */
 	int64_t mtime_ns, ctime_ns; /* FS_PENDING_TIMES */
+	int64_t atime_ns;           /* FS_PENDING_ATIME */
 };
-/* Queue p's change for the next batch (kv_submit_lazy with op_flags): it is
- * pending until that batch has committed. -EBUSY when the table is full, or
+/* Queue p's change for the next batch (kv_submit_lazy with op_flags; an
+ * access time kv_submit, in order with what follows): it is pending until
+ * that batch has committed. -EBUSY when the table is full, or
  * the store's error: nothing is queued, the caller makes the change. */
 int fs_pending_queue(const struct fs_pending *p, unsigned op_flags);
 /* Whether changes of ino (0: of any inode) are pending. */

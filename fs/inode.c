@@ -224,6 +224,11 @@ void fs_maybe_touch_atime(const struct kv_inode *in)
 	if (fs.cfg.atime == FS_ATIME_RELATIME && in->atime_ns > in->mtime_ns &&
 	    in->atime_ns > in->ctime_ns && now - in->atime_ns < day)
 		return;
+	/* pending until committed: the next stat settles it first, so it
+	 * shows the new time (pending.c); the table full, an op of its own */
+	if (fs_pending_queue(&(struct fs_pending){.ino = in->ino, .what = FS_PENDING_ATIME,
+						  .atime_ns = now}, 0) == 0)
+		return;
 	a = malloc(sizeof(*a));
 	if (!a)
 		return;

@@ -1,7 +1,8 @@
 /*
  * pending.c - the changes queued for the next batch and not yet committed,
- * by inode. Today one kind: the times a SETATTR stores lazily with the
- * writeback cache (inode.c, setattr_lazily).
+ * by inode. Two kinds: the times a SETATTR stores lazily with the writeback
+ * cache (inode.c, setattr_lazily), and the access time a READ or READDIR
+ * sets after its reply (inode.c, fs_maybe_touch_atime).
  *
  * Such a change is answered before its commit, yet a reply that gives the
  * inode's attributes afterwards must follow it (the lazy-times rule). The
@@ -69,6 +70,8 @@ static int apply_pending(kv_txn *t, void *arg)
 		in.mtime_ns = p->mtime_ns;
 		in.ctime_ns = p->ctime_ns;
 	}
+	if (p->what & FS_PENDING_ATIME)
+		in.atime_ns = p->atime_ns;
 	return kv_inode_put(t, &in);
 }
 
@@ -76,10 +79,15 @@ static void pending_done(void *arg, int rc)
 {
 	struct entry *e = arg;
 	uint64_t ino = e->p.ino;
+	int atime = e->p.what & FS_PENDING_ATIME;
 
 	entry_free(e);
 	if (rc)
 		fs_log("inode %llu: times not stored: %s", (unsigned long long)ino, strerror(-rc));
+	else if (atime)
+		/* the kernel may hold attributes from before (attributes only:
+		 * never waits, safe on the writer's thread) */
+		fs_notify_inval(ino, -1, 0);
 }
 
 int fs_pending_queue(const struct fs_pending *p, unsigned op_flags)
@@ -101,7 +109,11 @@ int fs_pending_queue(const struct fs_pending *p, unsigned op_flags)
 		return -EBUSY;
 	e->op = (struct kv_op){.apply = apply_pending, .done = pending_done, .arg = e,
 			       .flags = op_flags};
-	rc = kv_submit_lazy(fs.env, &e->op);
+	/* lazy: the times a SETATTR stores wait for the next batch; an access
+	 * time is queued in order with the changes after it (a utimensat
+	 * right after a read must not be overwritten by the read's atime) */
+	rc = p->what & FS_PENDING_ATIME ? kv_submit(fs.env, &e->op)
+					 : kv_submit_lazy(fs.env, &e->op);
 	if (rc)
 		entry_free(e);
 	return rc;
