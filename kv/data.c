@@ -141,11 +141,24 @@ static int feature_set(kv_txn *t)
 	return kv_super_store(t, &s);
 }
 
+/* Store n as the count in t (the role): published after its commit. */
+static int unwritten_put(kv_txn *t, uint64_t n)
+{
+	unsigned char b[8];
+	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b};
+	int rc;
+
+	kv_put_le64(b, n);
+	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0),
+		    "put unwritten count");
+	if (rc == 0)
+		t->env->unwritten_dirty = 1;
+	return rc;
+}
+
 int kv_unwritten_add(kv_txn *t, int64_t delta)
 {
 	kv_env *e = t->env;
-	unsigned char b[8];
-	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b};
 	uint64_t n;
 	int rc;
 
@@ -165,18 +178,13 @@ int kv_unwritten_add(kv_txn *t, int64_t delta)
 		n += (uint64_t)delta;
 	if (delta > 0 && (rc = feature_set(t)) != 0)
 		return rc;
-	kv_put_le64(b, n);
-	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
-	if (rc == 0)
-		e->unwritten_dirty = 1;
-	return rc;
+	return unwritten_put(t, n);
 }
 
 int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 {
 	kv_env *e = t->env;
-	unsigned char b[8];
-	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b}, bk, bv;
+	MDB_val bk, bv;
 	MDB_cursor *c;
 	uint64_t n = 0, old;
 	int mrc, rc;
@@ -201,11 +209,7 @@ int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 		return 0;
 	if (rc && rc != -EIO)
 		return rc;
-	kv_put_le64(b, n); /* wrong, or damaged */
-	rc = kv_err(t, mdb_put(t->txn, e->dbi[KV_DB_META], &k, &v, 0), "put unwritten count");
-	if (rc == 0)
-		e->unwritten_dirty = 1;
-	return rc;
+	return unwritten_put(t, n); /* wrong, or damaged */
 }
 
 int kv_unwritten_get(kv_txn *t, uint64_t *count)
