@@ -3,6 +3,7 @@
  * printing of names and times read from an image (which may hold any bytes:
  * nothing read from disk reaches a terminal unescaped).
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,4 +218,25 @@ void cli_print_label(FILE *f, const char *label)
 	fputc('\'', f);
 	cli_put_escaped(f, label, strlen(label));
 	fputs("'\n", f);
+}
+
+/* "IMAGE-lock" into buf; 0 when it does not fit. */
+static int lock_path(const char *image, char *buf, size_t len)
+{
+	return (size_t)snprintf(buf, len, "%s-lock", image) < len;
+}
+
+int cli_lock_exists(const char *image)
+{
+	char lock[PATH_MAX];
+
+	return lock_path(image, lock, sizeof(lock)) && access(lock, F_OK) == 0;
+}
+
+void cli_remove_lock(const char *image)
+{
+	char lock[PATH_MAX];
+
+	if (lock_path(image, lock, sizeof(lock)))
+		unlink(lock);
 }

@@ -48,6 +48,11 @@ void cli_print_version(void);
  * 0 when it is there alone, else EXIT_USAGE after saying what is wrong
  * and printing usage to stderr. */
 int cli_one_image(int argc, int optind, void (*usage)(FILE *));
+/* The lock file LMDB makes beside an image ("IMAGE-lock") holds no state.
+ * Whether it is there; remove it (a tool that made it, nobody else having
+ * the image open). */
+int cli_lock_exists(const char *image);
+void cli_remove_lock(const char *image);
 /* A label as the tools show it: 'LABEL' (escaped) or (none), and a
  * newline. */
 void cli_print_label(FILE *f, const char *label);

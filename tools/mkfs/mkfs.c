@@ -18,20 +18,10 @@
 #include "kv.h"
 #include "mkfs.h"
 
-/* The lock file LMDB leaves beside an image holds no state; nobody else has
- * the new image open, so it goes. */
-static void remove_lock(const char *image)
-{
-	char lock[PATH_MAX];
-
-	if ((size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock))
-		unlink(lock);
-}
-
 static void remove_image(const char *image)
 {
 	unlink(image);
-	remove_lock(image);
+	cli_remove_lock(image); /* nobody else has the new image open */
 }
 
 static int check_dir(const char *dir)
@@ -171,7 +161,7 @@ int cmd_mkfs(int argc, char **argv)
 		return 1;
 	}
 	if (dir)
-		remove_lock(argv[optind]);
+		cli_remove_lock(argv[optind]);
 	return quiet ? EXIT_OK : report(argv[optind], dir, &fs);
 }
 

@@ -132,14 +132,27 @@ static int list(kv_env *env, const char *image)
 	return EXIT_OK;
 }
 
-/* The lock file LMDB makes beside an image holds no state: one this run
- * made goes again. */
-static void remove_lock_made(const char *image, int existed)
+/* Change what w asks, or only show (read-only: a mounted image too); show
+ * after a change too. An exit code. */
+static int tune_image(const char *image, const struct tune *w, int show)
 {
-	char lock[PATH_MAX];
+	int change = w->label || w->set_uuid || w->options, rc;
+	struct kv_open_opts o = {.readonly = !change, .durability = KV_DURABLE_FULL};
+	char err[512];
+	kv_env *env;
 
-	if (!existed && (size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock))
-		unlink(lock);
+	rc = kv_open(image, &o, &env, err, sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		return 1;
+	}
+	rc = change ? kv_write(env, apply_tune, (void *)w, 0) : 0;
+	if (rc)
+		cli_error_at(image, "not changed: %s", strerror(-rc));
+	else if (show || !change)
+		rc = list(env, image);
+	kv_close(env);
+	return rc ? 1 : EXIT_OK;
 }
 
 int cmd_tune(int argc, char **argv)
@@ -154,10 +167,9 @@ int cmd_tune(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct tune w = {0};
-	char err[512], lock[PATH_MAX];
+	char err[512];
 	const char *image;
 	int show = 0, c, rc, lock_existed;
-	kv_env *env;
 
 	while ((c = getopt_long(argc, argv, "L:U:o:lhV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -200,36 +212,10 @@ int cmd_tune(int argc, char **argv)
 	if (cli_one_image(argc, optind, usage))
 		return EXIT_USAGE;
 	image = argv[optind];
-	lock_existed = (size_t)snprintf(lock, sizeof(lock), "%s-lock", image) < sizeof(lock) &&
-		       access(lock, F_OK) == 0;
-	if (!w.label && !w.set_uuid && !w.options) {
-		/* nothing to change: show, read-only (a mounted image too) */
-		rc = kv_open(image, &(struct kv_open_opts){.readonly = 1}, &env, err, sizeof(err));
-		if (rc) {
-			cli_error("%s", err);
-			return 1;
-		}
-		rc = list(env, image);
-		kv_close(env);
-		remove_lock_made(image, lock_existed);
-		return rc;
-	}
-	rc = kv_open(image, &(struct kv_open_opts){.durability = KV_DURABLE_FULL}, &env, err,
-		     sizeof(err));
-	if (rc) {
-		cli_error("%s", err);
-		return 1;
-	}
-	rc = kv_write(env, apply_tune, &w, 0);
-	if (rc) {
-		cli_error_at(image, "not changed: %s", strerror(-rc));
-		kv_close(env);
-		remove_lock_made(image, lock_existed);
-		return 1;
-	}
-	rc = show ? list(env, image) : EXIT_OK;
-	kv_close(env);
-	remove_lock_made(image, lock_existed);
+	lock_existed = cli_lock_exists(image);
+	rc = tune_image(image, &w, show);
+	if (!lock_existed)
+		cli_remove_lock(image); /* one this run made */
 	return rc;
 }
 
