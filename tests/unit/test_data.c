@@ -998,30 +998,6 @@ static void unwritten_flag_replayed(void **state)
 	unwritten_count(e, 4);
 }
 
-struct piece_arg {
-	uint64_t ino, off;
-	size_t len;
-	const void *buf;
-};
-
-/* A write into an unwritten block, as fs/file.c's write_in_pieces does on a
- * full image: past the room for ordinary changes it may add no block. */
-static int piece_apply(kv_txn *t, void *p)
-{
-	struct piece_arg *a = p;
-	struct kv_inode in;
-	uint64_t nblocks;
-	int rc = kv_inode_get(t, a->ino, &in);
-
-	if (rc)
-		return rc;
-	nblocks = in.nblocks;
-	rc = kv_data_write(t, &in, a->off, a->buf, a->len);
-	if (!rc && kv_txn_reserved(t) && in.nblocks != nblocks)
-		return -ENOSPC;
-	return rc ? rc : kv_inode_put(t, &in);
-}
-
 /* fallocate's promise holds in the store itself: ops that each promise a
  * part (no caller looking at the room first) stop with -ENOSPC before the
  * promises pass the room, and then every block promised is written. */
@@ -1049,11 +1025,10 @@ static void unwritten_promise_kept(void **state)
 	assert_true(n > 0 && n < 6000);
 	memset(buf, 7, sizeof(buf));
 	for (off = 0; off < n * bs; off += 16 * bs) {
-		struct piece_arg p = {ino, off, (size_t)(n * bs - off < 16 * bs ? n * bs - off
-										: 16 * bs), buf};
-		rc = kv_write(e, piece_apply, &p, 0);
-		if (rc == -ENOSPC)
-			rc = kv_write(e, piece_apply, &p, KV_OP_OVERWRITE);
+		/* in pieces, as fs/file.c's write_in_pieces on a full image */
+		size_t len = n * bs - off < 16 * bs ? n * bs - off : 16 * bs;
+
+		rc = tu_pwrite_daemon(e, ino, off, buf, len);
 		if (rc)
 			fail_msg("write at block %llu of the %llu promised: %d",
 				 (unsigned long long)(off / bs), (unsigned long long)n, rc);

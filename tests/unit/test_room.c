@@ -222,41 +222,6 @@ static void fill_delete_cycles(void **state)
 	assert_true(extent_of(im->env) <= max);
 }
 
-/* A write as the daemon writes: ordinary first; when the image is full,
- * again as KV_OP_OVERWRITE, which may go past the room for ordinary
- * changes only if it adds no block (apply_write's rule). */
-struct owrite_arg {
-	uint64_t ino, off;
-	const void *buf;
-	size_t len;
-};
-
-static int owrite_apply(kv_txn *t, void *p)
-{
-	struct owrite_arg *a = p;
-	struct kv_inode in;
-	uint64_t nblocks;
-	int rc = kv_inode_get(t, a->ino, &in);
-
-	if (rc)
-		return rc;
-	if (kv_txn_reserved(t) && a->off + a->len > in.size)
-		return -ENOSPC;
-	nblocks = in.nblocks;
-	rc = kv_data_write(t, &in, a->off, a->buf, a->len);
-	if (!rc && kv_txn_reserved(t) && in.nblocks != nblocks)
-		return -ENOSPC;
-	return rc ? rc : kv_inode_put(t, &in);
-}
-
-static int daemon_write(kv_env *e, uint64_t ino, uint64_t off, const void *buf, size_t len)
-{
-	struct owrite_arg a = {.ino = ino, .off = off, .buf = buf, .len = len};
-	int rc = kv_write(e, owrite_apply, &a, 0);
-
-	return rc == -ENOSPC ? kv_write(e, owrite_apply, &a, KV_OP_OVERWRITE) : rc;
-}
-
 /* Delete a small file, append until ENOSPC, again and again, with writes
  * flagged as the daemon flags them: appends never take the room a delete
  * freed from the reserve, so every delete works and the image stays
@@ -282,13 +247,13 @@ static void small_deletes_and_appends(void **state)
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "s%d", i);
 		assert_int_equal(rm(im->env, name, KV_OP_RESERVE), 0);
-		while (daemon_write(im->env, app, end, blk, bs) == 0)
+		while (tu_pwrite_daemon(im->env, app, end, blk, bs) == 0)
 			end += bs;
 	}
 	assert_true(extent_of(im->env) <= max);
 	/* over what is stored, full as it is */
 	tu_fill(blk, bs, 5);
-	assert_int_equal(daemon_write(im->env, app, 0, blk, bs), 0);
+	assert_int_equal(tu_pwrite_daemon(im->env, app, 0, blk, bs), 0);
 }
 
 /* A max_size below the image's size: nothing grows, the free pages inside

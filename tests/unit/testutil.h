@@ -50,6 +50,11 @@ int tu_teardown(void **state);
 int tu_mkfile(kv_env *env, uint64_t dir, const char *name, uint32_t mode, uint64_t *ino);
 /* Write through kv_data_write and store the inode, in one op. */
 int tu_pwrite(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* A write as the daemon makes it: ordinary first; when the image is full,
+ * again as KV_OP_OVERWRITE, which may go past the room for ordinary changes
+ * only if it adds no block and does not grow the file (apply_write's
+ * rule). */
+int tu_pwrite_daemon(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
 /* The same with the block checksums computed first (kv_data_sums), as the
  * daemon writes. */
 int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
