@@ -95,12 +95,6 @@ static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, si
 	return 0;
 }
 
-/* Whether a block value is an unwritten block's (no bytes, a checksum). */
-static int is_unwritten(const MDB_val *v)
-{
-	return v->mv_size == KV_CSUM_LEN;
-}
-
 int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
 {
 	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v;
@@ -197,7 +191,7 @@ int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 		return rc;
 	for (mrc = mdb_cursor_get(c, &bk, &bv, MDB_FIRST); mrc == 0;
 	     mrc = mdb_cursor_get(c, &bk, &bv, MDB_NEXT))
-		n += is_unwritten(&bv);
+		n += kv_block_unwritten(&bv);
 	if (mrc != MDB_NOTFOUND)
 		return kv_err(t, mrc, "count unwritten blocks");
 	*count = n;
@@ -378,7 +372,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			 * them survive: a block written over whole is just replaced,
 			 * which also lets a damaged block be overwritten */
 			had = 1;
-			was_unwritten = is_unwritten(&v);
+			was_unwritten = kv_block_unwritten(&v);
 			if (v.mv_size < KV_CSUM_LEN || v.mv_size > bs + KV_CSUM_LEN)
 				olen = bs;
 			else
@@ -456,11 +450,12 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		 * one partly kept is verified first */
 		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
 			return rc;
-		if (is_unwritten(&v) && !(from == 0 && (to >= bs || idx * bs + to >= in->size))) {
+		if (kv_block_unwritten(&v) &&
+		    !(from == 0 && (to >= bs || idx * bs + to >= in->size))) {
 			/* an unwritten block stays allocated unless all of it goes
 			 * (as ext4 zeroes part of a block it punches) */
 		} else if (from == 0 && to >= blen) {
-			int was_unwritten = is_unwritten(&v);
+			int was_unwritten = kv_block_unwritten(&v);
 
 			rc = kv_err(t, mdb_cursor_del(c, 0), "delete block");
 			if (rc)
@@ -563,7 +558,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		rc = block_check(t, in->ino, idx, &v, &blen);
 		if (rc)
 			return rc;
-		if (blen >= want || is_unwritten(&v))
+		if (blen >= want || kv_block_unwritten(&v))
 			continue;
 		/* a short tail block: its zeros up to the size become stored */
 		memcpy(w, v.mv_data, blen);
@@ -657,7 +652,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 			rc = block_check(t, ino, idx, &v, &blen);
 			if (rc)
 				return rc;
-			if (!is_unwritten(&v)) { /* data: the whole block, to the size */
+			if (!kv_block_unwritten(&v)) { /* data: the whole block, to the size */
 				if (whence == SEEK_DATA) {
 					at = idx * bs;
 					*out = at > off ? at : off;

@@ -107,7 +107,7 @@ static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino, int64_t *unwrit
 	while (mrc == 0) {
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
 			return 0;
-		if (unwritten && v.mv_size == KV_CSUM_LEN)
+		if (unwritten && kv_block_unwritten(&v))
 			++*unwritten;
 		mrc = mdb_cursor_del(c, 0);
 		if (mrc)

@@ -162,6 +162,13 @@ struct kv_env {
  * publish it (1: it changed, the room is to be measured again). */
 void kv_unwritten_prepare(kv_env *e, MDB_txn *txn);
 int kv_unwritten_publish(kv_env *e);
+/* Whether a data record's value is an unwritten block's (no bytes, a
+ * checksum; data.c). */
+_Static_assert(KV_BLOCK_UNWRITTEN_LEN == KV_CSUM_LEN, "an unwritten block is a checksum");
+static inline int kv_block_unwritten(const MDB_val *v)
+{
+	return v->mv_size == KV_BLOCK_UNWRITTEN_LEN;
+}
 /* Add delta to the count of the op's txn t (the role). */
 int kv_unwritten_add(kv_txn *t, int64_t delta);
 /* The count stored in txn (0 when the record is absent; -EIO when it is

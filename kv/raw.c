@@ -134,7 +134,7 @@ int kv_raw_del(kv_txn *t, enum kv_db db, const void *key, size_t klen)
 		return -EROFS;
 	/* data.c invariant 5: an unwritten block leaves the count */
 	if (db == KV_DB_DATA && mdb_get(t->txn, t->env->dbi[db], &k, &v) == 0)
-		unwritten = v.mv_size == KV_CSUM_LEN;
+		unwritten = kv_block_unwritten(&v);
 	rc = kv_err(t, mdb_del(t->txn, t->env->dbi[db], &k, NULL), "raw delete");
 	return rc || !unwritten ? rc : kv_unwritten_add(t, -1);
 }
