@@ -140,7 +140,8 @@ static void show(const unsigned char *p, size_t n, char *out, size_t olen)
 static int seek_compare(const struct op *op, const struct res *k, const struct res *t,
 			char *why, size_t wlen)
 {
-	long long kd = k->err == ENXIO ? LLONG_MAX : k->ret, td = t->err == ENXIO ? LLONG_MAX : t->ret;
+	long long kd = k->err == ENXIO ? LLONG_MAX : k->ret;
+	long long td = t->err == ENXIO ? LLONG_MAX : t->ret;
 	int kerr = k->err == ENXIO ? 0 : k->err, terr = t->err == ENXIO ? 0 : t->err;
 
 	if (k->seek_bad)

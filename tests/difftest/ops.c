@@ -333,7 +333,8 @@ static void gen_one(uint64_t *s, struct op *op)
 		unsigned r = (unsigned)below(s, 100);
 		op->flags = r < 70 ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 			: r < 80 ? 0 : r < 88 ? FALLOC_FL_KEEP_SIZE
-			: r < 94 ? FALLOC_FL_ZERO_RANGE : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+			: r < 94 ? FALLOC_FL_ZERO_RANGE
+			: FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 		op->off = far_off(s, gen_off(s));
 		/* a far length only for holes: tmpfs allocates what the others ask */
 		op->len = r < 70 ? far_off(s, gen_len(s)) : gen_len(s);

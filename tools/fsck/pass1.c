@@ -35,6 +35,8 @@ int fsck_pass1(struct fsck *f)
 		return rc;
 	while ((rc = kv_iter_next(it, &k, &kl, &v, &vl)) == 0) {
 		struct kv_key key;
+		struct pctx p;
+		struct pend *pr;
 
 		fsck_tick(f, 1);
 		if (kv_key_decode(KV_DB_META, k, kl, &key) == 0 && key.super) {
@@ -47,18 +49,19 @@ int fsck_pass1(struct fsck *f)
 		if (kl == strlen(KV_DEFAULTS_KEY) && memcmp(k, KV_DEFAULTS_KEY, kl) == 0) {
 			/* kvfs-tune's: what a mount would refuse is dropped */
 			char opts[KV_DEFAULTS_MAX + 1], why[256] = "not printable text";
-			struct pend *pr;
 
 			if (vl >= 1 && vl <= KV_DEFAULTS_MAX) {
 				memcpy(opts, v, vl);
 				opts[vl] = '\0';
-				if (strlen(opts) == vl && mount_defaults_check(opts, why, sizeof(why)) == 0)
+				if (strlen(opts) == vl &&
+				    mount_defaults_check(opts, why, sizeof(why)) == 0)
 					continue;
 			} else {
 				snprintf(why, sizeof(why), "%zu bytes", vl);
 			}
-			pr = fsck_problem(f, PR_DEFAULTS_BAD, &(struct pctx){.name = v,
-				.namelen = vl < KV_DEFAULTS_MAX ? vl : KV_DEFAULTS_MAX, .str = why});
+			p = (struct pctx){.name = v, .str = why,
+					  .namelen = vl < KV_DEFAULTS_MAX ? vl : KV_DEFAULTS_MAX};
+			pr = fsck_problem(f, PR_DEFAULTS_BAD, &p);
 			if (pr && (rc = fsck_fix_del(f, KV_DB_META, k, kl, 0, pr)) != 0)
 				break;
 			continue;
@@ -67,15 +70,16 @@ int fsck_pass1(struct fsck *f)
 			/* pass 5 reads it again, with the blocks it counts */
 			if (vl == 8)
 				continue;
-			struct pend *pr = fsck_problem(f, PR_UNWRITTEN_BAD, &(struct pctx){.num = vl});
+			p = (struct pctx){.num = vl};
+			pr = fsck_problem(f, PR_UNWRITTEN_BAD, &p);
 			if (pr && !fsck_fix(f, FX_UNWRITTEN, 0, pr)) {
 				rc = -ENOMEM;
 				break;
 			}
 			continue;
 		}
-		struct pend *pr = fsck_problem(f, PR_META_EXTRA,
-					       &(struct pctx){.name = k, .namelen = kl});
+		p = (struct pctx){.name = k, .namelen = kl};
+		pr = fsck_problem(f, PR_META_EXTRA, &p);
 		if (pr && (rc = fsck_fix_del(f, KV_DB_META, k, kl, 0, pr)) != 0)
 			break;
 	}
