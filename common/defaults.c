@@ -20,7 +20,8 @@ static int one_of(const char *v, const char *const *words)
 /* Check one option (len bytes at opt); 0, or -EINVAL with err set. */
 static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 {
-	static const char *const flags[] = {"noatime", "relatime", "strictatime", NULL};
+	static const char *const flags[] = {"noatime", "relatime", "strictatime", "acl", "noacl",
+					    NULL};
 	static const char *const modes[] = {"full", "fsync", "none", NULL};
 	char item[MOUNT_DEFAULTS_MAX + 1], *v;
 	uint64_t n;
@@ -55,7 +56,7 @@ static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 			 MOUNT_WINDOW_MS_MAX, v);
 	} else {
 		snprintf(err, errlen, "'%.*s' cannot be a default (durability=, max_size=, "
-			 "commit=, window=, noatime, relatime, strictatime can)", (int)len, opt);
+			 "commit=, window=, noatime, relatime, strictatime, acl, noacl can)", (int)len, opt);
 	}
 	return -EINVAL;
 }

@@ -25,7 +25,6 @@
 #include "fs.h"
 
 #define NLINK_MAX 0xfffffffeU
-#define NGROUPS_KEEP 64
 
 static int get_dir(kv_txn *t, uint64_t ino, struct kv_inode *dir)
 {
@@ -119,14 +118,40 @@ struct mk_args {
 	struct kv_inode out;
 };
 
-static int in_groups(const struct fs_cred *c, uint32_t gid)
+/* acl(5) at create: the directory's default ACL passes on to what is made
+ * in it, masked by the mode asked for, in place of the umask; a directory
+ * takes it as its own default too. Symlinks take neither. */
+static int create_acl(kv_txn *t, const struct mk_args *a, struct kv_inode *in)
 {
-	if (c->gid == gid)
-		return 1;
-	for (int i = 0; i < c->ngroups; i++)
-		if (c->groups[i] == gid)
-			return 1;
-	return 0;
+	unsigned char acl[KV_ACL_SIZE_MAX];
+	const void *val;
+	size_t len;
+	int rc;
+
+	if (S_ISLNK(in->mode))
+		return 0;
+	rc = fs.cfg.acl ? kv_xattr_get(t, a->parent, KV_ACL_DEFAULT, &val, &len) : -ENODATA;
+	if (rc == -ENODATA) {
+		in->mode &= ~(a->cred->umask & 0777);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (kv_acl_check(val, len)) {
+		fs_log("directory %llu: a damaged default ACL (fsck.kvfs repairs it)",
+		       (unsigned long long)a->parent);
+		return -EIO;
+	}
+	memcpy(acl, val, len);
+	if (S_ISDIR(in->mode)) {
+		rc = kv_xattr_set(t, in->ino, KV_ACL_DEFAULT, acl, len, 0);
+		if (rc)
+			return rc;
+	}
+	rc = kv_acl_create(acl, len, &in->mode);
+	if (rc > 0)
+		rc = kv_xattr_set(t, in->ino, KV_ACL_ACCESS, acl, len, 0);
+	return rc;
 }
 
 static int apply_mknod(kv_txn *t, void *arg)
@@ -157,8 +182,11 @@ static int apply_mknod(kv_txn *t, void *arg)
 			in.mode |= S_ISGID;
 	}
 	if (!S_ISDIR(in.mode) && (in.mode & S_ISGID) && in.uid != 0 &&
-	    !in_groups(a->cred, in.gid))
+	    !fs_cred_in_group(a->cred, in.gid))
 		in.mode &= ~(uint32_t)S_ISGID;
+	rc = create_acl(t, a, &in);
+	if (rc)
+		return rc;
 	in.nlink = S_ISDIR(in.mode) ? 2 : 1;
 	in.rdev = a->rdev;
 	in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = now;
@@ -301,7 +329,8 @@ static void caller(fuse_req_t req, uint32_t mode, struct fs_cred *c, gid_t *grou
 		n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
 		n = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
 	}
-	*c = (struct fs_cred){.uid = ctx->uid, .gid = ctx->gid, .ngroups = n, .groups = groups};
+	*c = (struct fs_cred){.uid = ctx->uid, .gid = ctx->gid, .ngroups = n, .groups = groups,
+			      .umask = ctx->umask};
 }
 
 /* The entry (or create) reply of a core's result. */

@@ -47,6 +47,7 @@ struct fs_config {
 	int cache_dir;          /* let the kernel cache directory listings */
 	int cache_symlinks;
 	int readdirplus;
+	int acl;                /* keep POSIX ACLs (-o acl, the default) */
 	unsigned max_write;
 	unsigned threads;
 	int foreground, debug;
@@ -229,12 +230,28 @@ uint64_t fs_itable_count(void);
 
 /* The caller of a request, as the kernel gives it. groups (ngroups of them)
  * are its supplementary groups: only a create of a non-directory with the
- * set-group-ID bit, by a caller other than root, needs them. */
+ * set-group-ID bit, or a set of an access ACL, by a caller other than
+ * root, needs them. umask: what a create leaves out of the mode when the
+ * directory has no default ACL (the kernel leaves it to kvfs: session.c). */
+#define NGROUPS_KEEP 64 /* supplementary groups a request's caller is looked up with */
+
 struct fs_cred {
 	uint32_t uid, gid;
 	int ngroups;
 	const gid_t *groups;
+	uint32_t umask;
 };
+
+/* Whether the caller c is in group gid (its own or a supplementary one). */
+static inline int fs_cred_in_group(const struct fs_cred *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return 1;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return 1;
+	return 0;
+}
 
 /* inode.c. open_file: the request came through an open file (fstat(2), or
  * the kernel asking before a write(2)). to_set: FUSE_SET_ATTR_* bits, the
@@ -259,6 +276,10 @@ int fs_do_symlink(const char *target, uint64_t parent, const char *name,
 int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
 		 struct stat *out);
 int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out);
+/* xattr.c: setxattr(2), with what an access ACL does to the mode (c: the
+ * caller, for the set-group-ID bit). */
+int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t size, int flags,
+		   const struct fs_cred *c);
 int fs_do_unlink(uint64_t parent, const char *name);
 int fs_do_rmdir(uint64_t parent, const char *name);
 /* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */

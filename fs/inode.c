@@ -368,6 +368,29 @@ static void set_times(struct kv_inode *in, const struct stat *at, int to_set, in
 		in->ctime_ns = now;
 }
 
+/* chmod with an access ACL: its owner, group class and other entries
+ * follow the mode (acl(5)), as ext4 and tmpfs keep them, in the same
+ * transaction. The kernel sends no ACL with the SETATTR; it forgets the
+ * one it cached. */
+static int chmod_acl(kv_txn *t, const struct kv_inode *in)
+{
+	unsigned char acl[KV_ACL_SIZE_MAX];
+	const void *val;
+	size_t len;
+	int rc = fs.cfg.acl ? kv_xattr_get(t, in->ino, KV_ACL_ACCESS, &val, &len) : -ENODATA;
+
+	if (rc)
+		return rc == -ENODATA ? 0 : rc;
+	if (kv_acl_check(val, len)) {
+		fs_log("inode %llu: a damaged access ACL (fsck.kvfs repairs it)",
+		       (unsigned long long)in->ino);
+		return -EIO;
+	}
+	memcpy(acl, val, len);
+	kv_acl_chmod(acl, len, in->mode);
+	return kv_xattr_set(t, in->ino, KV_ACL_ACCESS, acl, len, 0);
+}
+
 static int apply_setattr(kv_txn *t, void *arg)
 {
 	struct setattr_args *a = arg;
@@ -379,8 +402,12 @@ static int apply_setattr(kv_txn *t, void *arg)
 	rc = kv_inode_get(t, a->ino, in);
 	if (rc)
 		return rc;
-	if (a->to_set & FUSE_SET_ATTR_MODE)
+	if (a->to_set & FUSE_SET_ATTR_MODE) {
 		in->mode = (in->mode & S_IFMT) | (at->st_mode & 07777);
+		rc = chmod_acl(t, in);
+		if (rc)
+			return rc;
+	}
 	if (a->to_set & FUSE_SET_ATTR_UID)
 		in->uid = at->st_uid;
 	if (a->to_set & FUSE_SET_ATTR_GID)

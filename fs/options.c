@@ -30,13 +30,14 @@ struct cli {
 	char *window;
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int writeback, nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
+	int noacl, acl_given; /* the last of -o acl and -o noacl */
 	int help, version;
 	int atime; /* an atime option was given */
 	int nargs;
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATIME,
-       KEY_STRICTATIME };
+       KEY_STRICTATIME, KEY_ACL, KEY_NOACL };
 
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
@@ -60,6 +61,8 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("nocachedir", nocachedir),
 	OPT("nocachesymlinks", nocachesymlinks),
 	OPT("noreaddirplus", noreaddirplus),
+	FUSE_OPT_KEY("acl", KEY_ACL),
+	FUSE_OPT_KEY("noacl", KEY_NOACL),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -95,6 +98,11 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	case KEY_HELP:
 		c->help = 1;
+		return 0;
+	case KEY_ACL:
+	case KEY_NOACL:
+		c->noacl = key == KEY_NOACL;
+		c->acl_given = 1;
 		return 0;
 	case KEY_VERSION:
 		c->version = 1;
@@ -165,6 +173,9 @@ static void usage(FILE *f)
 "                         reach kvfs and update nothing)\n"
 "  -o noatime             never update access times\n"
 "  -o strictatime         update access times on every read that reaches kvfs\n"
+"  -o acl                 POSIX ACLs (acl(5)), kept and enforced (default)\n"
+"  -o noacl               no POSIX ACLs: setfacl is refused, stored ones are\n"
+"                         neither shown nor enforced\n"
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
 "                         (default 86400; kvfs is the image's only writer; 1\n"
@@ -352,6 +363,7 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	fs.cfg.cache_dir = !c->nocachedir;
 	fs.cfg.cache_symlinks = !c->nocachesymlinks;
 	fs.cfg.readdirplus = !c->noreaddirplus;
+	fs.cfg.acl = !c->noacl;
 	fs.cfg.commit_ms = (unsigned)(commit > 86400 ? 86400 : commit) * 1000;
 	return -1;
 }
@@ -382,6 +394,7 @@ static void defaults_left(const char *defaults, const struct cli *c, char *out)
 		int given = c->atime && (!strncmp(d, "noatime", n) || !strncmp(d, "relatime", n) ||
 					 !strncmp(d, "strictatime", n));
 
+		given |= c->acl_given && (!strncmp(d, "acl", n) || !strncmp(d, "noacl", n));
 		given |= (c->durability && !strncmp(d, "durability=", 11)) ||
 			 (c->max_size && !strncmp(d, "max_size=", 9)) ||
 			 (c->commit && !strncmp(d, "commit=", 7)) ||

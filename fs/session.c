@@ -141,6 +141,12 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * and fs_op_open would not do, and the old bytes stayed in the store */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	/* POSIX ACLs: the kernel enforces them; with DONT_MASK it leaves the
+	 * umask to kvfs, which must not apply it under a default ACL (dir.c,
+	 * create_acl). Without the kernel's part kvfs keeps none. */
+	if (fs.cfg.acl && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL | (conn->capable & FUSE_CAP_DONT_MASK);
+	fs.cfg.acl = !!(conn->want & FUSE_CAP_POSIX_ACL);
 	conn->max_write = fs.cfg.max_write;
 	if (conn->max_readahead > (1u << 20))
 		conn->max_readahead = 1u << 20;

@@ -4,7 +4,14 @@
  * passes FUSE every name of 1 to 255 bytes; kvfs applies the name rule a
  * local filesystem's handler table applies (kv_xattr_name_check, the table
  * in kv/xattr.c): a name in no namespace kvfs implements is EOPNOTSUPP
- * ("foo.bar", "system.*"), a namespace prefix alone EINVAL ("user.").
+ * ("foo.bar", "system.*" but the two ACLs), a namespace prefix alone EINVAL
+ * ("user.").
+ *
+ * POSIX ACLs are two of these xattrs (kv/acl.c). With FUSE_CAP_POSIX_ACL
+ * the kernel checks the value setfacl gives, sends it in its own encoding,
+ * enforces what getxattr returns and caches it; the rest is the
+ * filesystem's: setting an access ACL sets the mode's permission bits, and
+ * one the mode says all of is not stored (ext4 and tmpfs do both).
  *
  * Invariants:
  *  1. setxattr never stores a name the rule refuses.
@@ -12,6 +19,8 @@
  *     served like any other by getxattr, listxattr and removexattr, so a
  *     user can see and remove it; where none is stored they answer the
  *     rule's errno, as ext4 and tmpfs do.
+ *  3. With -o noacl the two ACL names are EOPNOTSUPP to every request and
+ *     left out of listings, stored or not, as ext4 mounted noacl answers.
  */
 #include <errno.h>
 #include <string.h>
@@ -26,6 +35,12 @@ static int name_refused(const char *name)
 	return kv_xattr_name_check(name, strlen(name));
 }
 
+/* Invariant 3. */
+static int acl_off(const char *name)
+{
+	return !fs.cfg.acl && kv_acl_name(name);
+}
+
 struct xattr_args {
 	uint64_t ino;
 	const char *name;
@@ -33,15 +48,46 @@ struct xattr_args {
 	size_t size;
 	int flags;
 	int refused; /* removexattr: the rule's errno for name, or 0 */
+	const struct fs_cred *cred; /* setxattr */
 };
+
+/* setfacl's access ACL: the mode's permission bits follow it; one the mode
+ * says all of is not stored; the set-group-ID bit goes unless the caller
+ * is in the file's group or root (the kernel would tell with
+ * FUSE_SETXATTR_ACL_KILL_SGID, which libfuse 3.14 does not pass on). */
+static int set_access_acl(kv_txn *t, const struct xattr_args *a, struct kv_inode *in)
+{
+	uint32_t mode = in->mode;
+	int rc = kv_acl_mode(a->value, a->size, &mode);
+
+	if (rc < 0)
+		return rc;
+	if (a->cred->uid != 0 && !fs_cred_in_group(a->cred, in->gid))
+		mode &= ~(uint32_t)S_ISGID;
+	in->mode = mode;
+	if (rc == 0) {
+		rc = kv_xattr_remove(t, in->ino, KV_ACL_ACCESS);
+		return rc == -ENODATA ? 0 : rc;
+	}
+	return kv_xattr_set(t, in->ino, KV_ACL_ACCESS, a->value, a->size, a->flags);
+}
 
 static int apply_setxattr(kv_txn *t, void *arg)
 {
 	struct xattr_args *a = arg;
 	struct kv_inode in;
-	int rc = kv_inode_get(t, a->ino, &in);
+	int acl = kv_acl_name(a->name), rc = kv_inode_get(t, a->ino, &in);
 
-	if (!rc)
+	if (rc)
+		return rc;
+	/* the kernel refuses these two before sending: for the cores' callers */
+	if (acl && S_ISLNK(in.mode))
+		return -EOPNOTSUPP;
+	if (acl == KV_ACL_TYPE_DEFAULT && !S_ISDIR(in.mode))
+		return -EACCES;
+	if (acl == KV_ACL_TYPE_ACCESS)
+		rc = set_access_acl(t, a, &in);
+	else
 		rc = kv_xattr_set(t, a->ino, a->name, a->value, a->size, a->flags);
 	if (rc)
 		return rc;
@@ -65,17 +111,31 @@ static int apply_removexattr(kv_txn *t, void *arg)
 	return kv_inode_put(t, &in);
 }
 
+int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t size, int flags,
+		   const struct fs_cred *c)
+{
+	struct xattr_args a = {.ino = ino, .name = name, .value = value, .size = size,
+			       .flags = flags, .cred = c};
+	int rc = acl_off(name) ? -EOPNOTSUPP : name_refused(name);
+
+	fs_itable_xattr_changing(ino); /* before the change: no stale "none" */
+	return rc ? rc : fs_write(apply_setxattr, &a, 0);
+}
+
 void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		    size_t size, int flags)
 {
-	struct xattr_args a = {.ino = ino, .name = name, .value = value, .size = size,
-			       .flags = flags};
-	int rc = name_refused(name);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs_cred c = {.uid = ctx->uid, .gid = ctx->gid};
+	gid_t groups[NGROUPS_KEEP];
 
-	fs_itable_xattr_changing(ino); /* before the change: no stale "none" */
-	if (!rc)
-		rc = fs_write(apply_setxattr, &a, 0);
-	fuse_reply_err(req, -rc);
+	if (c.uid != 0 && kv_acl_name(name) == KV_ACL_TYPE_ACCESS) {
+		int n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
+
+		c.ngroups = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
+		c.groups = groups;
+	}
+	fuse_reply_err(req, -fs_do_setxattr(ino, name, value, size, flags, &c));
 }
 
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -84,7 +144,9 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc = -ERANGE;
 
 	fs_itable_xattr_changing(ino);
-	if (a.refused != -ERANGE)
+	if (acl_off(name))
+		rc = -EOPNOTSUPP;
+	else if (a.refused != -ERANGE)
 		rc = fs_write(apply_removexattr, &a, KV_OP_RESERVE); /* works when full */
 	fuse_reply_err(req, -rc);
 }
@@ -101,8 +163,8 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	kv_txn *t;
 	int rc;
 
-	if (refused == -ERANGE) {
-		fuse_reply_err(req, ERANGE);
+	if (refused == -ERANGE || acl_off(name)) {
+		fuse_reply_err(req, refused == -ERANGE ? ERANGE : EOPNOTSUPP);
 		return;
 	}
 	if (cap && fs_itable_nocap(ino, &xgen)) {
@@ -127,6 +189,24 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	fs_read_end(t);
 }
 
+/* The n bytes of NUL-separated names at buf without the ACL names: the
+ * bytes left. */
+static ssize_t drop_acl_names(char *buf, size_t n)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t len = strlen(buf + i) + 1;
+
+		if (!kv_acl_name(buf + i)) {
+			memmove(buf + out, buf + i, len);
+			out += len;
+		}
+		i += len;
+	}
+	return (ssize_t)out;
+}
+
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static __thread char buf[65536]; /* XATTR_LIST_MAX */
@@ -136,7 +216,16 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 	if (fs_read_inode_for(req, ino, &t, &in))
 		return;
-	n = kv_xattr_list(t, ino, size ? buf : NULL, size > sizeof(buf) ? sizeof(buf) : size);
+	if (fs.cfg.acl) {
+		n = kv_xattr_list(t, ino, size ? buf : NULL,
+				  size > sizeof(buf) ? sizeof(buf) : size);
+	} else { /* invariant 3: listed in full, then the ACLs left out */
+		n = kv_xattr_list(t, ino, buf, sizeof(buf));
+		if (n >= 0)
+			n = drop_acl_names(buf, (size_t)n);
+		if (size && (size_t)n > size)
+			n = -ERANGE;
+	}
 	fs_read_end(t);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);

@@ -401,9 +401,10 @@ int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, siz
 /* The name rule, Linux's (ext4 and tmpfs answer the same; the table is in
  * kv/xattr.c), for the len bytes at name:
  *   0            a name kvfs sets: "user.", "trusted." or "security." and at
- *                least one byte more
+ *                least one byte more, or one of the two ACL names
+ *                (KV_ACL_ACCESS, KV_ACL_DEFAULT)
  *   -EOPNOTSUPP  in no namespace kvfs implements: no known prefix ("foo.bar",
- *                "x"), or "system." (kvfs keeps no POSIX ACLs)
+ *                "x"), or any other "system." name
  *   -EINVAL      a namespace prefix with nothing after it ("user.")
  *   -ERANGE      no name at all: empty, over KV_XATTR_NAME_MAX bytes, or
  *                holding a NUL byte
@@ -415,7 +416,9 @@ int kv_xattr_name_check(const char *name, size_t len);
 int kv_xattr_get(kv_txn *txn, uint64_t ino, const char *name, const void **val, size_t *len);
 /* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA); -EINVAL:
  * other flags. -ERANGE, -EOPNOTSUPP, -EINVAL: a name kv_xattr_name_check
- * refuses; -E2BIG: value too large. -EROFS, -ENOSPC, -EIO. */
+ * refuses; -E2BIG: value too large. An ACL's value must pass kv_acl_check
+ * (-EINVAL, -E2BIG); what it means for the mode is the caller's. -EROFS,
+ * -ENOSPC, -EIO. */
 int kv_xattr_set(kv_txn *txn, uint64_t ino, const char *name, const void *val, size_t len,
                  int flags);
 /* -ENODATA: no such attribute. -ERANGE: name empty or too long. -EROFS,
@@ -424,6 +427,38 @@ int kv_xattr_remove(kv_txn *txn, uint64_t ino, const char *name);
 /* NUL-separated names into buf. Returns the bytes needed; with size 0 only
  * counts. -ERANGE: buf too small. -EIO: a malformed name stored. */
 ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
+
+/* ---- POSIX ACLs (kv/acl.c): the values of two xattrs ---- */
+
+#define KV_ACL_ACCESS "system.posix_acl_access"
+#define KV_ACL_DEFAULT "system.posix_acl_default"
+#define KV_ACL_TYPE_ACCESS 1
+#define KV_ACL_TYPE_DEFAULT 2
+/* The most entries an ACL may have: the kernel reads one back into a page
+ * (4 + 8 * 511 bytes). */
+#define KV_ACL_ENTRIES_MAX 511
+#define KV_ACL_SIZE_MAX (4 + 8 * KV_ACL_ENTRIES_MAX)
+
+/* KV_ACL_TYPE_ACCESS or _DEFAULT for the two ACL names, else 0. */
+int kv_acl_name(const char *name);
+/* 0 when the len bytes at val are an ACL the kernel would accept (acl.c
+ * invariant 1); -EINVAL, or -E2BIG: more than KV_ACL_ENTRIES_MAX entries. */
+int kv_acl_check(const void *val, size_t len);
+/* The permission bits an access ACL gives the mode (owner, group class,
+ * other) into *mode, its other bits kept. Returns 1 when the ACL says more
+ * than the mode can (it is to be stored), 0 when the mode says it all (it
+ * is not), or kv_acl_check's error. */
+int kv_acl_mode(const void *val, size_t len, uint32_t *mode);
+/* chmod: the owner, group class and other entries of the access ACL at
+ * val (len bytes, changed in place) set to mode's. 0 or kv_acl_check's
+ * error. */
+int kv_acl_chmod(void *val, size_t len, uint32_t mode);
+/* A new inode of *mode in a directory whose default ACL is the len bytes at
+ * acl: acl becomes the new inode's access ACL (in place), both masked by
+ * each other as acl(5) says, and *mode its permission bits. Returns 1 when
+ * the access ACL is to be stored, 0 when the mode says it all, or
+ * kv_acl_check's error. */
+int kv_acl_create(void *acl, size_t len, uint32_t *mode);
 
 /* ---- raw access: fsck, dump and tests walk and mend the databases ---- */
 

@@ -29,9 +29,10 @@
  * security.* and system.*. The refusals above come from the filesystem's
  * handler table (xattr_resolve_name(): no handler's prefix matches,
  * EOPNOTSUPP; a prefix with nothing after it, EINVAL). FUSE registers one
- * handler for every name, so kvfs must answer them itself: here. (The
- * kernel's ACL code checks a system.posix_acl_* value before sending it;
- * kvfs keeps no ACLs and answers those names as any other system.* name.)
+ * handler for every name, so kvfs must answer them itself: here. Of the
+ * system.* names only the two POSIX ACLs are kept (KV_ACL_ACCESS and
+ * KV_ACL_DEFAULT, whose values kv/acl.c checks): ext4 and tmpfs answer the
+ * others EOPNOTSUPP, and with `-o noacl` the daemon answers those two so.
  *
  * Invariants:
  *  1. Names are 1..KV_XATTR_NAME_MAX bytes without NUL; the key order is the
@@ -54,6 +55,9 @@ int kv_xattr_name_check(const char *name, size_t len)
 
 	if (len == 0 || len > KV_XATTR_NAME_MAX || memchr(name, '\0', len))
 		return -ERANGE;
+	if ((len == strlen(KV_ACL_ACCESS) && memcmp(name, KV_ACL_ACCESS, len) == 0) ||
+	    (len == strlen(KV_ACL_DEFAULT) && memcmp(name, KV_ACL_DEFAULT, len) == 0))
+		return 0;
 	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		size_t n = strlen(ns[i]);
 
@@ -112,6 +116,11 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 		return -EROFS;
 	if (len > KV_XATTR_SIZE_MAX)
 		return -E2BIG;
+	if (kv_acl_name(name)) {
+		rc = kv_acl_check(val, len);
+		if (rc)
+			return rc;
+	}
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
 	if (flags) {

@@ -171,7 +171,8 @@ static void limits(void **state)
 }
 
 /* Linux's rule: the three namespaces kvfs implements, with a name after
- * the prefix; everything else refused with the errno ext4 and tmpfs give. */
+ * the prefix; everything else refused with the errno ext4 and tmpfs give
+ * (the two ACL names, whose values must be ACLs: test_acl.c). */
 static void name_rule(void **state)
 {
 	static const struct {
@@ -181,7 +182,8 @@ static void name_rule(void **state)
 		{"user.a", 0},         {"trusted.t", 0},         {"security.selinux", 0},
 		{"user.user.", 0},     {"user", -EOPNOTSUPP},    {"foo.bar", -EOPNOTSUPP},
 		{"x", -EOPNOTSUPP},    {"USER.a", -EOPNOTSUPP},  {" user.a", -EOPNOTSUPP},
-		{"system.", -EOPNOTSUPP}, {"system.posix_acl_access", -EOPNOTSUPP},
+		{"system.", -EOPNOTSUPP}, {"system.posix_acl_accessx", -EOPNOTSUPP},
+		{"system.posix_acl", -EOPNOTSUPP}, {"system.posix_acl_default.", -EOPNOTSUPP},
 		{"user.", -EINVAL},    {"trusted.", -EINVAL},    {"security.", -EINVAL},
 		{"", -ERANGE},
 	};

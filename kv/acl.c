@@ -1,0 +1,222 @@
+/*
+ * acl.c - POSIX ACLs (acl(5)) as kvfs keeps them: the values of the xattrs
+ * system.posix_acl_access and system.posix_acl_default, stored in the
+ * encoding the kernel sends and reads back (posix_acl_xattr, little
+ * endian; docs/FORMAT.md):
+ *
+ *   u32 version (2), then per entry: u16 tag, u16 perm (rwx: 4 2 1),
+ *   u32 id (a uid for USER, a gid for GROUP, else 0xffffffff)
+ *
+ * The kernel enforces them (FUSE_CAP_POSIX_ACL) but leaves the rest to the
+ * filesystem, which is here, for the daemon and the tools alike:
+ *  - the mode an access ACL implies (setfacl changes the mode: owner,
+ *    group class (the mask entry, or the owning group without one) and
+ *    other), and whether the ACL says more than the mode can;
+ *  - chmod rewriting those three entries of a stored access ACL;
+ *  - a new inode in a directory with a default ACL taking it, masked by
+ *    the mode asked for (and a new directory taking it as its own
+ *    default), in place of the umask.
+ * The rules are those of the kernel's fs/posix_acl.c, which ext4 and tmpfs
+ * follow; kvfs's answers are checked against tmpfs's (fs.acl, difftest).
+ *
+ * Invariants:
+ *  1. kv_acl_check accepts what the kernel's posix_acl_valid() accepts
+ *     (one USER_OBJ, USER entries, one GROUP_OBJ, GROUP entries, a MASK
+ *     when there are named entries, one OTHER, in that order; perms within
+ *     rwx; no named entry with the undefined id), and at most
+ *     KV_ACL_ENTRIES_MAX entries (the kernel reads one back into a page).
+ *  2. Every function here works on a value kv_acl_check accepted, and the
+ *     values they make pass it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kv_int.h"
+
+#define ACL_VERSION 2
+#define TAG_USER_OBJ 0x01
+#define TAG_USER 0x02
+#define TAG_GROUP_OBJ 0x04
+#define TAG_GROUP 0x08
+#define TAG_MASK 0x10
+#define TAG_OTHER 0x20
+#define ID_UNDEFINED 0xffffffffu
+
+static unsigned tag_of(const unsigned char *e)
+{
+	return (unsigned)e[0] | (unsigned)e[1] << 8;
+}
+
+static unsigned perm_of(const unsigned char *e)
+{
+	return (unsigned)e[2] | (unsigned)e[3] << 8;
+}
+
+static void perm_set(unsigned char *e, unsigned perm)
+{
+	e[2] = (unsigned char)perm;
+	e[3] = 0;
+}
+
+int kv_acl_name(const char *name)
+{
+	if (strcmp(name, KV_ACL_ACCESS) == 0)
+		return KV_ACL_TYPE_ACCESS;
+	if (strcmp(name, KV_ACL_DEFAULT) == 0)
+		return KV_ACL_TYPE_DEFAULT;
+	return 0;
+}
+
+int kv_acl_check(const void *val, size_t len)
+{
+	const unsigned char *p = val;
+	enum { S_USER_OBJ, S_USER, S_GROUP, S_OTHER, S_DONE } state = S_USER_OBJ;
+	int needs_mask = 0;
+	size_t n;
+
+	if (len < 4 || (len - 4) % 8 || kv_get_le32(p) != ACL_VERSION)
+		return -EINVAL;
+	n = (len - 4) / 8;
+	if (n > KV_ACL_ENTRIES_MAX)
+		return -E2BIG;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *e = p + 4 + 8 * i;
+		uint32_t id = kv_get_le32(e + 4);
+
+		if (perm_of(e) & ~7u || state == S_DONE)
+			return -EINVAL;
+		switch (tag_of(e)) {
+		case TAG_USER_OBJ:
+			if (state != S_USER_OBJ)
+				return -EINVAL;
+			state = S_USER;
+			break;
+		case TAG_USER:
+		case TAG_GROUP:
+			if (state != (tag_of(e) == TAG_USER ? S_USER : S_GROUP) ||
+			    id == ID_UNDEFINED)
+				return -EINVAL;
+			needs_mask = 1;
+			break;
+		case TAG_GROUP_OBJ:
+			if (state != S_USER)
+				return -EINVAL;
+			state = S_GROUP;
+			break;
+		case TAG_MASK:
+			if (state != S_GROUP)
+				return -EINVAL;
+			state = S_OTHER;
+			break;
+		case TAG_OTHER:
+			if (state != S_OTHER && (state != S_GROUP || needs_mask))
+				return -EINVAL;
+			state = S_DONE;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	return state == S_DONE ? 0 : -EINVAL;
+}
+
+int kv_acl_mode(const void *val, size_t len, uint32_t *mode)
+{
+	const unsigned char *p = val;
+	uint32_t m = *mode & ~(uint32_t)0777;
+	int named = 0, rc = kv_acl_check(val, len);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < (len - 4) / 8; i++) {
+		const unsigned char *e = p + 4 + 8 * i;
+
+		switch (tag_of(e)) {
+		case TAG_USER_OBJ:
+			m |= perm_of(e) << 6;
+			break;
+		case TAG_GROUP_OBJ: /* a mask entry comes later, and wins */
+		case TAG_MASK:
+			m = (m & ~(uint32_t)070) | perm_of(e) << 3;
+			named |= tag_of(e) == TAG_MASK;
+			break;
+		case TAG_OTHER:
+			m |= perm_of(e);
+			break;
+		default:
+			named = 1;
+			break;
+		}
+	}
+	*mode = m;
+	return named;
+}
+
+int kv_acl_chmod(void *val, size_t len, uint32_t mode)
+{
+	unsigned char *p = val, *group = NULL, *mask = NULL;
+	int rc = kv_acl_check(val, len);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < (len - 4) / 8; i++) {
+		unsigned char *e = p + 4 + 8 * i;
+
+		switch (tag_of(e)) {
+		case TAG_USER_OBJ:
+			perm_set(e, (mode >> 6) & 7);
+			break;
+		case TAG_GROUP_OBJ:
+			group = e;
+			break;
+		case TAG_MASK:
+			mask = e;
+			break;
+		case TAG_OTHER:
+			perm_set(e, mode & 7);
+			break;
+		}
+	}
+	perm_set(mask ? mask : group, (mode >> 3) & 7);
+	return 0;
+}
+
+int kv_acl_create(void *acl, size_t len, uint32_t *mode)
+{
+	unsigned char *p = acl, *group = NULL, *mask = NULL;
+	uint32_t m = *mode & 0777;
+	int named = 0, rc = kv_acl_check(acl, len);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < (len - 4) / 8; i++) {
+		unsigned char *e = p + 4 + 8 * i;
+
+		switch (tag_of(e)) {
+		case TAG_USER_OBJ:
+			perm_set(e, perm_of(e) & (m >> 6));
+			m &= perm_of(e) << 6 | ~(uint32_t)0700;
+			break;
+		case TAG_GROUP_OBJ:
+			group = e;
+			break;
+		case TAG_MASK:
+			mask = e;
+			named = 1;
+			break;
+		case TAG_OTHER:
+			perm_set(e, perm_of(e) & m);
+			m &= perm_of(e) | ~(uint32_t)07;
+			break;
+		default:
+			named = 1;
+			break;
+		}
+	}
+	if (!mask)
+		mask = group;
+	perm_set(mask, perm_of(mask) & (m >> 3));
+	m &= perm_of(mask) << 3 | ~(uint32_t)070;
+	*mode = (*mode & ~(uint32_t)0777) | (m & 0777);
+	return named;
+}
