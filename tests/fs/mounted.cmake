@@ -1,7 +1,7 @@
 # Mounted tests beyond the syscall suite: each script mounts a real kvfs
 # under a temporary directory. Exit 77 (skipped) where /dev/fuse is missing.
 # Included from tests/CMakeLists.txt; paths are relative to this file.
-set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>;DUMP_BIN=$<TARGET_FILE:kvfs-dump>")
+set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>;DUMP_BIN=$<TARGET_FILE:kvfs-dump>;TUNE_BIN=$<TARGET_FILE:kvfs-tune>")
 set(FS_TESTS ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(concurrency ${FS_TESTS}/concurrency.c)
@@ -36,3 +36,7 @@ kvfs_mount_test(umount test_umount.sh)
 # What an fsync costs the device: the syncs of one durable commit, counted
 # with strace (skipped without it).
 kvfs_mount_test(syncs test_syncs.sh)
+
+# POSIX ACLs with a second user, against a tmpfs doing the same (runs as
+# root; skipped otherwise); noacl and kvfs-tune's default.
+kvfs_mount_test(acl test_acl.sh)

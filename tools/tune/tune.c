@@ -42,7 +42,7 @@ static void usage(FILE *f)
 		"                         unless its own -o options say otherwise ('' for\n"
 		"                         none): durability=full|fsync|none, max_size=SIZE,\n"
 		"                         commit=SECONDS, window=MS, noatime, relatime,\n"
-		"                         strictatime (see kvfs(8))\n"
+		"                         strictatime, acl, noacl (see kvfs(8))\n"
 		"  -l, --list             show the label, UUID and mount defaults (after\n"
 		"                         the changes, if any); the default with no option\n"
 		"  -h, --help             show this help and exit\n"
