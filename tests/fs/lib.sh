@@ -87,3 +87,20 @@ kvfs_wait_closed() {
 kvfs_pid() {
 	fuser "$IMG" 2>/dev/null | tr -s ' ' '\n' | grep -v '^$' | head -1
 }
+
+# kvfs_second_user: a second user for permission tests, kvfstest (made as a
+# system user if absent; the test is skipped when it cannot be): sets U and
+# G (its uid and gid), OTHER_GID (a group it is not in), defines as_user
+# CMD... (run CMD as it) and lets it reach $T.
+kvfs_second_user() {
+	command -v setpriv >/dev/null || { echo "SKIP: setpriv missing"; exit 77; }
+	if ! id -u kvfstest >/dev/null 2>&1; then
+		useradd -r -M -s /usr/sbin/nologin kvfstest 2>/dev/null ||
+			{ echo "SKIP: no user kvfstest and useradd failed"; exit 77; }
+	fi
+	U=$(id -u kvfstest)
+	G=$(id -g kvfstest)
+	OTHER_GID=4242
+	chmod 755 "$T" # mktemp made it 0700: the user must reach the mountpoint
+}
+as_user() { setpriv --reuid="$U" --regid="$G" --init-groups "$@"; }

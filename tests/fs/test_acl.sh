@@ -10,26 +10,16 @@
 . "$(dirname "$0")/lib.sh"
 export LC_ALL=C
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (allow_other, a second user, tmpfs)"; exit 77; }
-for c in setpriv setfacl getfacl getfattr; do
+for c in setfacl getfacl getfattr; do
 	command -v $c >/dev/null || { echo "SKIP: $c missing"; exit 77; }
 done
-: "${FSCK_BIN:?}"
-: "${TUNE_BIN:?}"
-NAME=kvfstest
-if ! id -u "$NAME" >/dev/null 2>&1; then
-	useradd -r -M -s /usr/sbin/nologin "$NAME" 2>/dev/null ||
-		{ echo "SKIP: no user $NAME and useradd failed"; exit 77; }
-fi
-U=$(id -u "$NAME")
-G=$(id -g "$NAME")
-OTHER_GID=4242 # a group kvfstest is not in
+: "${FSCK_BIN:?}" "${TUNE_BIN:?}"
+kvfs_second_user
 REF=$T/ref
 mkdir -p "$REF"
-chmod 755 "$T"
 mount -t tmpfs -o mode=755 tmpfs "$REF" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
 CLEANUP_EXTRA='umount "$REF" 2>/dev/null'
 
-as_user() { setpriv --reuid="$U" --regid="$G" --init-groups "$@"; }
 cannot_read() { ! as_user cat "$1" >/dev/null 2>&1; }
 can_read() { as_user cat "$1" >/dev/null; }
 # try WHAT CMD...: one line, WHAT and whether CMD (run as kvfstest) worked

@@ -8,21 +8,11 @@
 . "$(dirname "$0")/lib.sh"
 export LC_ALL=C
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (to mount with allow_other and switch users)"; exit 77; }
-command -v setpriv >/dev/null || { echo "SKIP: setpriv missing"; exit 77; }
-NAME=kvfstest
-if ! id -u "$NAME" >/dev/null 2>&1; then
-	useradd -r -M -s /usr/sbin/nologin "$NAME" 2>/dev/null ||
-		{ echo "SKIP: no user $NAME and useradd failed"; exit 77; }
-fi
-U=$(id -u "$NAME")
-G=$(id -g "$NAME")
-OTHER_GID=4242 # a group kvfstest is not in
-chmod 755 "$T" # mktemp made it 0700: the user must reach the mountpoint
+kvfs_second_user
 
 passes=0 fails=0
 ok() { passes=$((passes + 1)); }
 bad() { echo "FAIL: [$opts] $*"; fails=$((fails + 1)); }
-as_user() { setpriv --reuid="$U" --regid="$G" --init-groups "$@"; }
 same() { # name, got, wanted
 	if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', wanted '$3'"; fi
 }
