@@ -1030,6 +1030,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_seek_data_hole),
 		cmocka_unit_test(test_fallocate),
 		cmocka_unit_test(test_zero_range),
+		cmocka_unit_test(test_acl_access),
+		cmocka_unit_test_setup_teardown(test_acl_default, px_umask_save, px_umask_restore),
 		cmocka_unit_test(test_mkdir_rmdir),
 		cmocka_unit_test(test_unlink),
 		cmocka_unit_test(test_nlink),

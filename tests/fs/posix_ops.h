@@ -1,7 +1,7 @@
 /*
  * posix_ops.h - helpers shared by the files of the posix_ops suite
  * (posix_ops.c: files, data, attributes, xattrs; posix_names.c: names,
- * rename, listings, removed-but-open objects).
+ * rename, listings, removed-but-open objects; posix_acl.c: POSIX ACLs).
  *
  * Every test starts with px_enter(name): it makes DIR/name and changes into
  * it, so the tests use plain relative paths and never see each other's files.
@@ -64,5 +64,11 @@ void test_readdir_mutation(void **state);
 void test_readdir_seek(void **state);
 void test_unlink_open_file(void **state);
 void test_rmdir_open_dir(void **state);
+
+/* posix_acl.c */
+void test_acl_access(void **state);
+void test_acl_default(void **state); /* changes the umask: */
+int px_umask_save(void **state);     /* its setup */
+int px_umask_restore(void **state);  /* and teardown */
 
 #endif
