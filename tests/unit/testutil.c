@@ -435,11 +435,11 @@ void tu_fill(void *buf, size_t len, uint64_t seed)
 size_t tu_acl_of(const char *text, unsigned char *buf)
 {
 	size_t len = 4;
-	char copy[4096], *save = NULL;
+	char *copy = strdup(text), *save = NULL;
 
 	kv_put_le32(buf, 2);
-	snprintf(copy, sizeof(copy), "%s", text);
-	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+	for (char *e = copy ? strtok_r(copy, ",", &save) : NULL; e;
+	     e = strtok_r(NULL, ",", &save)) {
 		char *id = strchr(e, ':') + 1, *perm = strchr(id, ':') + 1;
 		unsigned tag = 0, p = 0;
 		uint32_t n = *id == ':' ? KV_ACL_UNDEFINED_ID : (uint32_t)strtoul(id, NULL, 10);
@@ -461,5 +461,6 @@ size_t tu_acl_of(const char *text, unsigned char *buf)
 		kv_put_le32(buf + len + 4, n);
 		len += 8;
 	}
+	free(copy);
 	return len;
 }
