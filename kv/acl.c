@@ -51,13 +51,18 @@ static void perm_set(unsigned char *e, unsigned perm)
 	e[3] = 0;
 }
 
-int kv_acl_name(const char *name)
+int kv_acl_type(const char *name, size_t len)
 {
-	if (strcmp(name, KV_ACL_ACCESS) == 0)
+	if (len == strlen(KV_ACL_ACCESS) && memcmp(name, KV_ACL_ACCESS, len) == 0)
 		return KV_ACL_TYPE_ACCESS;
-	if (strcmp(name, KV_ACL_DEFAULT) == 0)
+	if (len == strlen(KV_ACL_DEFAULT) && memcmp(name, KV_ACL_DEFAULT, len) == 0)
 		return KV_ACL_TYPE_DEFAULT;
 	return 0;
+}
+
+int kv_acl_name(const char *name)
+{
+	return kv_acl_type(name, strlen(name));
 }
 
 int kv_acl_check(const void *val, size_t len)

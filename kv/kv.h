@@ -458,6 +458,8 @@ struct kv_acl_entry {
 
 /* KV_ACL_TYPE_ACCESS or _DEFAULT for the two ACL names, else 0. */
 int kv_acl_name(const char *name);
+/* The same for the len bytes at name, NUL-terminated or not (a raw key's). */
+int kv_acl_type(const char *name, size_t len);
 /* 0 when the len bytes at val are an ACL the kernel would accept (acl.c
  * invariant 1); -EINVAL, or -E2BIG: more than KV_ACL_ENTRIES_MAX entries. */
 int kv_acl_check(const void *val, size_t len);

@@ -218,6 +218,9 @@ static void xattr_values(void **state)
 	assert_int_equal(kv_acl_name(KV_ACL_ACCESS), KV_ACL_TYPE_ACCESS);
 	assert_int_equal(kv_acl_name(KV_ACL_DEFAULT), KV_ACL_TYPE_DEFAULT);
 	assert_int_equal(kv_acl_name("user.posix_acl_access"), 0);
+	assert_int_equal(kv_acl_type(KV_ACL_DEFAULT "x", strlen(KV_ACL_DEFAULT)),
+			 KV_ACL_TYPE_DEFAULT); /* a raw key's name: no NUL */
+	assert_int_equal(kv_acl_type(KV_ACL_ACCESS, strlen(KV_ACL_ACCESS) - 1), 0);
 	assert_int_equal(kv_write(e, set_apply, &a, 0), -EINVAL);
 	a.name = KV_ACL_DEFAULT;
 	a.len = tu_acl_of("u::rw,u:5:r,g::r,o::r", buf);

@@ -28,23 +28,9 @@
  *     have set, is ever dropped for its name.
  */
 #include <errno.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include "fsck.h"
-
-/* KV_ACL_TYPE_ACCESS or _DEFAULT when the name (not NUL-terminated) is an
- * ACL's, else 0. */
-static int acl_type(const char *name, size_t len)
-{
-	char buf[sizeof(KV_ACL_DEFAULT)];
-
-	if (len >= sizeof(buf))
-		return 0;
-	memcpy(buf, name, len);
-	buf[len] = '\0';
-	return kv_acl_name(buf);
-}
 
 /* An ACL of inode fi (mode known) the kernel would never have set. */
 static int acl_misplaced(const struct fino *fi, int type)
@@ -62,7 +48,7 @@ static int xattr_record(struct fsck_walk *w, const struct fsck_rec *r)
 	struct pctx p = {.ino = ino, .name = r->key.name, .namelen = r->key.namelen, .num = r->vl,
 			 .num2 = KV_XATTR_SIZE_MAX};
 	int rule = kv_xattr_name_check(r->key.name, r->key.namelen);
-	int acl = acl_type(r->key.name, r->key.namelen), bad;
+	int acl = kv_acl_type(r->key.name, r->key.namelen), bad;
 	enum fsck_pr code;
 	struct pend *pr;
 
