@@ -232,7 +232,7 @@ check "damaged: tar has the rest" exit_is 0 tar tf "$T/jail/out.tar" ./fifo
 check "damaged: tar has no escape" [ -z "$(tar tf "$T/jail/out.tar" | grep escape)" ]
 
 # ---- POSIX ACLs: shown as the short text form; a damaged one quoted and
-# reported
+# reported, and left out of a tar export, as is one the kernel never sets
 cp "$T/k.img" "$T/acl.img"
 "$PY" - "$T/acl.img" <<'PY' || echo "FAIL: could not add ACLs to the image"
 import lmdb, struct, sys
@@ -261,6 +261,14 @@ check "ACL: a damaged one: quoted" has \
 	"$T/out"
 check "ACL: a damaged one: reported" grep -q "inode 3: ACL 'system.posix_acl_default' is damaged" \
 	"$T/err"
+check "ACL: tar export with a damaged one: exit 8" exit_is 8 "$DUMP" "$T/acl.img" export "$T/acl.tar"
+check "ACL: the damaged one left out, named" \
+	grep -q "'dir': ACL 'system.posix_acl_default' is damaged; left out" "$T/err"
+check "ACL: one on a FIFO left out, named" \
+	grep -q "'fifo': ACL 'system.posix_acl_default' where the kernel never sets one; left out" "$T/err"
+check "ACL: the valid one in the archive" \
+	grep -qa "SCHILY.acl.access=user::rw-,group::r--,other::---,user:1000:r--,group:50:rw-,mask::rw-" \
+	"$T/acl.tar"
 
 # ---- an inode's records end where its key prefix ends: inode 0 (damage:
 # numbers start at 1) named /fifo, its xattr, then a 7-byte key, which sorts
