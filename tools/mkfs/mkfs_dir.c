@@ -404,7 +404,7 @@ static int load_xattrs(struct loader *L, uint64_t ino, int fd, const char *lpath
 			goto out;
 		}
 		bad = kv_acl_name(p) ? kv_acl_check(val, (size_t)v) : 0;
-		if (bad == -E2BIG) { /* XFS keeps more; leaving it out could widen access */
+		if (bad == -E2BIG) { /* tmpfs, XFS keep more; leaving it out can widen access */
 			fail(L, L->path, "cannot copy ACL '%s': more than %d entries", p,
 			     KV_ACL_ENTRIES_MAX);
 			goto out;
