@@ -34,13 +34,6 @@
 #include "kv_int.h"
 
 #define ACL_VERSION 2
-#define TAG_USER_OBJ 0x01
-#define TAG_USER 0x02
-#define TAG_GROUP_OBJ 0x04
-#define TAG_GROUP 0x08
-#define TAG_MASK 0x10
-#define TAG_OTHER 0x20
-#define ID_UNDEFINED 0xffffffffu
 
 static unsigned tag_of(const unsigned char *e)
 {
@@ -58,13 +51,18 @@ static void perm_set(unsigned char *e, unsigned perm)
 	e[3] = 0;
 }
 
-int kv_acl_name(const char *name)
+int kv_acl_type(const char *name, size_t len)
 {
-	if (strcmp(name, KV_ACL_ACCESS) == 0)
+	if (len == strlen(KV_ACL_ACCESS) && memcmp(name, KV_ACL_ACCESS, len) == 0)
 		return KV_ACL_TYPE_ACCESS;
-	if (strcmp(name, KV_ACL_DEFAULT) == 0)
+	if (len == strlen(KV_ACL_DEFAULT) && memcmp(name, KV_ACL_DEFAULT, len) == 0)
 		return KV_ACL_TYPE_DEFAULT;
 	return 0;
+}
+
+int kv_acl_name(const char *name)
+{
+	return kv_acl_type(name, strlen(name));
 }
 
 int kv_acl_check(const void *val, size_t len)
@@ -86,29 +84,29 @@ int kv_acl_check(const void *val, size_t len)
 		if (perm_of(e) & ~7u || state == S_DONE)
 			return -EINVAL;
 		switch (tag_of(e)) {
-		case TAG_USER_OBJ:
+		case KV_ACL_USER_OBJ:
 			if (state != S_USER_OBJ)
 				return -EINVAL;
 			state = S_USER;
 			break;
-		case TAG_USER:
-		case TAG_GROUP:
-			if (state != (tag_of(e) == TAG_USER ? S_USER : S_GROUP) ||
-			    id == ID_UNDEFINED)
+		case KV_ACL_USER:
+		case KV_ACL_GROUP:
+			if (state != (tag_of(e) == KV_ACL_USER ? S_USER : S_GROUP) ||
+			    id == KV_ACL_UNDEFINED_ID)
 				return -EINVAL;
 			needs_mask = 1;
 			break;
-		case TAG_GROUP_OBJ:
+		case KV_ACL_GROUP_OBJ:
 			if (state != S_USER)
 				return -EINVAL;
 			state = S_GROUP;
 			break;
-		case TAG_MASK:
+		case KV_ACL_MASK:
 			if (state != S_GROUP)
 				return -EINVAL;
 			state = S_OTHER;
 			break;
-		case TAG_OTHER:
+		case KV_ACL_OTHER:
 			if (state != S_OTHER && (state != S_GROUP || needs_mask))
 				return -EINVAL;
 			state = S_DONE;
@@ -132,15 +130,15 @@ int kv_acl_mode(const void *val, size_t len, uint32_t *mode)
 		const unsigned char *e = p + 4 + 8 * i;
 
 		switch (tag_of(e)) {
-		case TAG_USER_OBJ:
+		case KV_ACL_USER_OBJ:
 			m |= perm_of(e) << 6;
 			break;
-		case TAG_GROUP_OBJ: /* a mask entry comes later, and wins */
-		case TAG_MASK:
+		case KV_ACL_GROUP_OBJ: /* a mask entry comes later, and wins */
+		case KV_ACL_MASK:
 			m = (m & ~(uint32_t)070) | perm_of(e) << 3;
-			named |= tag_of(e) == TAG_MASK;
+			named |= tag_of(e) == KV_ACL_MASK;
 			break;
-		case TAG_OTHER:
+		case KV_ACL_OTHER:
 			m |= perm_of(e);
 			break;
 		default:
@@ -163,16 +161,16 @@ int kv_acl_chmod(void *val, size_t len, uint32_t mode)
 		unsigned char *e = p + 4 + 8 * i;
 
 		switch (tag_of(e)) {
-		case TAG_USER_OBJ:
+		case KV_ACL_USER_OBJ:
 			perm_set(e, (mode >> 6) & 7);
 			break;
-		case TAG_GROUP_OBJ:
+		case KV_ACL_GROUP_OBJ:
 			group = e;
 			break;
-		case TAG_MASK:
+		case KV_ACL_MASK:
 			mask = e;
 			break;
-		case TAG_OTHER:
+		case KV_ACL_OTHER:
 			perm_set(e, mode & 7);
 			break;
 		}
@@ -193,18 +191,18 @@ int kv_acl_create(void *acl, size_t len, uint32_t *mode)
 		unsigned char *e = p + 4 + 8 * i;
 
 		switch (tag_of(e)) {
-		case TAG_USER_OBJ:
+		case KV_ACL_USER_OBJ:
 			perm_set(e, perm_of(e) & (m >> 6));
 			m &= perm_of(e) << 6 | ~(uint32_t)0700;
 			break;
-		case TAG_GROUP_OBJ:
+		case KV_ACL_GROUP_OBJ:
 			group = e;
 			break;
-		case TAG_MASK:
+		case KV_ACL_MASK:
 			mask = e;
 			named = 1;
 			break;
-		case TAG_OTHER:
+		case KV_ACL_OTHER:
 			perm_set(e, perm_of(e) & m);
 			m &= perm_of(e) | ~(uint32_t)07;
 			break;
@@ -219,4 +217,16 @@ int kv_acl_create(void *acl, size_t len, uint32_t *mode)
 	m &= perm_of(mask) << 3 | ~(uint32_t)070;
 	*mode = (*mode & ~(uint32_t)0777) | (m & 0777);
 	return named;
+}
+
+int kv_acl_entry(const void *val, size_t len, size_t i, struct kv_acl_entry *e)
+{
+	const unsigned char *p = (const unsigned char *)val + 4 + 8 * i;
+
+	if (len < 4 || i >= (len - 4) / 8)
+		return -ENOENT;
+	e->tag = tag_of(p);
+	e->perm = perm_of(p);
+	e->id = kv_get_le32(p + 4);
+	return 0;
 }

@@ -439,8 +439,27 @@ ssize_t kv_xattr_list(kv_txn *txn, uint64_t ino, char *buf, size_t size);
 #define KV_ACL_ENTRIES_MAX 511
 #define KV_ACL_SIZE_MAX (4 + 8 * KV_ACL_ENTRIES_MAX)
 
+/* An entry's tag (the kernel's ACL_USER_OBJ ... ACL_OTHER), and the id of
+ * the entries that name no one. */
+#define KV_ACL_USER_OBJ 0x01
+#define KV_ACL_USER 0x02
+#define KV_ACL_GROUP_OBJ 0x04
+#define KV_ACL_GROUP 0x08
+#define KV_ACL_MASK 0x10
+#define KV_ACL_OTHER 0x20
+#define KV_ACL_UNDEFINED_ID 0xffffffffu
+
+struct kv_acl_entry {
+	unsigned tag;  /* KV_ACL_USER_OBJ ... KV_ACL_OTHER */
+	unsigned perm; /* rwx: 4 2 1 */
+	uint32_t id;   /* a uid (KV_ACL_USER), a gid (KV_ACL_GROUP), else
+	                  KV_ACL_UNDEFINED_ID */
+};
+
 /* KV_ACL_TYPE_ACCESS or _DEFAULT for the two ACL names, else 0. */
 int kv_acl_name(const char *name);
+/* The same for the len bytes at name, NUL-terminated or not (a raw key's). */
+int kv_acl_type(const char *name, size_t len);
 /* 0 when the len bytes at val are an ACL the kernel would accept (acl.c
  * invariant 1); -EINVAL, or -E2BIG: more than KV_ACL_ENTRIES_MAX entries. */
 int kv_acl_check(const void *val, size_t len);
@@ -459,6 +478,10 @@ int kv_acl_chmod(void *val, size_t len, uint32_t mode);
  * the access ACL is to be stored, 0 when the mode says it all, or
  * kv_acl_check's error. */
 int kv_acl_create(void *acl, size_t len, uint32_t *mode);
+/* Entry i (from 0) of the ACL at val (len bytes, which kv_acl_check
+ * accepted) into *e, for the tools that show or carry ACLs. -ENOENT: i is
+ * past the last entry. */
+int kv_acl_entry(const void *val, size_t len, size_t i, struct kv_acl_entry *e);
 
 /* ---- raw access: fsck, dump and tests walk and mend the databases ---- */
 

@@ -55,8 +55,7 @@ int kv_xattr_name_check(const char *name, size_t len)
 
 	if (len == 0 || len > KV_XATTR_NAME_MAX || memchr(name, '\0', len))
 		return -ERANGE;
-	if ((len == strlen(KV_ACL_ACCESS) && memcmp(name, KV_ACL_ACCESS, len) == 0) ||
-	    (len == strlen(KV_ACL_DEFAULT) && memcmp(name, KV_ACL_DEFAULT, len) == 0))
+	if (kv_acl_type(name, len))
 		return 0;
 	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		size_t n = strlen(ns[i]);

@@ -21,6 +21,8 @@
  *   block-raw T IDX LEN    store LEN raw bytes as a block (no valid checksum)
  *   flip T IDX             flip a bit of a block's data
  *   xattr T NAME LEN       store an xattr of LEN bytes (NAME may hold \xHH)
+ *   acl T NAME TEXT        store an xattr whose value is the ACL in short
+ *                          text ("u::rw,u:5:r,g::r,m::r,o::-", tu_acl_of)
  *   orphan T               add T to the orphan list
  *   counter N              set the superblock's next inode number
  *   version N              set the superblock's format version
@@ -42,6 +44,7 @@
 #include <unistd.h>
 
 #include "kv_int.h"
+#include "testutil.h"
 
 static MDB_env *env;
 static MDB_txn *txn;
@@ -291,15 +294,13 @@ static void cmd_block(uint64_t ino, uint64_t idx, size_t len, int valid, int fli
 	put(KV_DB_DATA, key, 16, buf, len);
 }
 
-static void cmd_xattr(uint64_t ino, const char *name, size_t len)
+static void cmd_xattr(uint64_t ino, const char *name, const void *val, size_t len)
 {
 	unsigned char key[8 + 1024];
-	unsigned char *val = calloc(len ? len : 1, 1);
 	size_t n = unescape(name, (char *)key + 8, 1024);
 
 	kv_put_be64(key, ino);
 	put(KV_DB_XATTR, key, 8 + n, val, len);
-	free(val);
 }
 
 static void cmd_super(int off, int size, uint64_t val)
@@ -455,8 +456,24 @@ static void change(const char *cmd, int argc, char **argv)
 		NEED(2);
 		cmd_block(resolve(argv[0]), num(argv[1]), 0, 0, 1);
 	} else if (!strcmp(cmd, "xattr")) {
+		size_t len;
+		unsigned char *val;
+
 		NEED(3);
-		cmd_xattr(resolve(argv[0]), argv[1], (size_t)num(argv[2]));
+		len = (size_t)num(argv[2]);
+		val = calloc(len ? len : 1, 1);
+		cmd_xattr(resolve(argv[0]), argv[1], val, len);
+		free(val);
+	} else if (!strcmp(cmd, "acl")) {
+		unsigned char *val;
+
+		NEED(3);
+		/* an entry takes a character and a comma at least */
+		val = malloc(4 + 8 * (strlen(argv[2]) / 2 + 1));
+		if (!val)
+			die("out of memory%s", "");
+		cmd_xattr(resolve(argv[0]), argv[1], val, tu_acl_of(argv[2], val));
+		free(val);
 	} else if (!strcmp(cmd, "orphan")) {
 		NEED(1);
 		kv_put_be64(kb, resolve(argv[0]));

@@ -30,7 +30,10 @@ AS_ROOT=0
 
 # make_tree DIR: hard links (within and across directories), symlinks
 # (relative, absolute, dangling, a long target), xattrs (binary, empty,
-# on a directory; trusted.* on a symlink and a FIFO as root), a sparse file,
+# on a directory; trusted.* on a symlink and a FIFO as root), POSIX ACLs
+# where DIR's filesystem keeps them (then HAVE_ACL=1: named users and
+# groups, an owning group's entry above the mask, a FIFO's, a directory's
+# default ACL and what a file and a directory made in it take), a sparse file,
 # a file of holes only, a file of written zeros, odd names (newline, tab,
 # backslash, UTF-8, invalid UTF-8, 255 bytes), empty files and directories,
 # a FIFO, device nodes (as root), several MB of data, many small files,
@@ -66,6 +69,19 @@ make_tree() {
 	setfattr -n user.empty "$d/empty-file"
 	setfattr -n user.long -v "$(printf 'v%.0s' {1..1000})" "$d/empty-file"
 	setfattr -n user.on-dir -v yes "$d/dir"
+	HAVE_ACL=0
+	mkdir "$d/acl-dir"
+	chmod 644 "$d/many/f1" "$d/dir/big" # not the umask's
+	chmod 755 "$d/acl-dir"
+	if setfacl -m u:1234:rw,g:5678:r "$d/dir/big" 2>/dev/null; then
+		HAVE_ACL=1
+		setfacl -m g::rwx,u:42:rx,m::r "$d/many/f1"
+		setfacl -m u:7:rwx "$d/fifo"
+		setfacl -m u:99:rx "$d/acl-dir"
+		setfacl -d -m u:1234:rwx,g:5678:rx,o::- "$d/acl-dir"
+		printf inherits >"$d/acl-dir/file"
+		mkdir "$d/acl-dir/sub"
+	fi
 	if [ "$AS_ROOT" = 1 ]; then
 		mknod "$d/chardev" c 1 3
 		mknod "$d/blockdev" b 7 42
@@ -105,8 +121,16 @@ xattrs() {
 		xargs -0 getfattr -h -d -e hex -m - -- 2>/dev/null)
 }
 
+# acls DIR: getfacl of everything under DIR but symlinks (which have
+# none), in name order, ids as numbers.
+acls() {
+	(cd "$1" && find . ! -type l -print0 | LC_ALL=C sort -z |
+		xargs -0 getfacl -n -- 2>/dev/null)
+}
+
 # same_tree A B [what]: contents (diff -r, without following symlinks),
-# metadata and xattrs equal.
+# metadata, xattrs (ACLs among them, as bytes) and ACLs (as getfacl shows
+# them) equal.
 same_tree() {
 	local a=$1 b=$2 what=${3:-trees}
 	meta "$a" >"$T/meta.a"
@@ -116,6 +140,10 @@ same_tree() {
 	xattrs "$b" >"$T/xattr.b"
 	check "$what: xattrs equal" diff "$T/xattr.a" "$T/xattr.b"
 	check "$what: xattrs compared" grep -q user.color "$T/xattr.b"
+	acls "$a" >"$T/acl.a"
+	acls "$b" >"$T/acl.b"
+	check "$what: ACLs equal" diff "$T/acl.a" "$T/acl.b"
+	check "$what: ACLs compared" grep -q "^other::" "$T/acl.b"
 	# FIFOs and devices have no contents to compare (diff -r calls them
 	# different); meta covers them
 	check "$what: contents equal" diff -r --no-dereference -x fifo -x chardev -x blockdev \

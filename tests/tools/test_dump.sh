@@ -231,6 +231,45 @@ check "damaged: tar export exit 8" exit_is 8 "$DUMP" "$T/bad.img" export "$T/jai
 check "damaged: tar has the rest" exit_is 0 tar tf "$T/jail/out.tar" ./fifo
 check "damaged: tar has no escape" [ -z "$(tar tf "$T/jail/out.tar" | grep escape)" ]
 
+# ---- POSIX ACLs: shown as the short text form; a damaged one quoted and
+# reported, and left out of a tar export, as is one the kernel never sets
+cp "$T/k.img" "$T/acl.img"
+"$PY" - "$T/acl.img" <<'PY' || echo "FAIL: could not add ACLs to the image"
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
+x = env.open_db(b"xattr")
+key = lambda ino, name: struct.pack(">Q", ino) + name
+acl = lambda *e: struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *t) for t in e)
+N = 0xFFFFFFFF
+with env.begin(write=True) as t:
+    t.put(key(2, b"system.posix_acl_access"),                  # a.txt: a valid one
+          acl((1, 6, N), (2, 4, 1000), (4, 4, N), (8, 6, 50), (16, 6, N), (32, 0, N)), db=x)
+    t.put(key(3, b"system.posix_acl_default"), acl((1, 7, N)), db=x)   # dir: damaged
+    t.put(key(5, b"system.posix_acl_default"),                 # fifo: never set there
+          acl((1, 6, N), (4, 4, N), (32, 4, N)), db=x)
+env.close()
+PY
+check "ACL: inode" exit_is 0 "$DUMP" "$T/acl.img" inode /a.txt
+check "ACL: inode shows it as text" has "xattr:          system.posix_acl_access (52 bytes) \
+user::rw-,user:1000:r--,group::r--,group:50:rw-,mask::rw-,other::---" "$T/out"
+check "ACL: keys (the damaged one too: exit 8)" exit_is 8 "$DUMP" "$T/acl.img" keys xattr
+check "ACL: keys line" has "2 system.posix_acl_access length 52 \
+user::rw-,user:1000:r--,group::r--,group:50:rw-,mask::rw-,other::---" "$T/out"
+check "ACL: a damaged one: exit 8" exit_is 8 "$DUMP" "$T/acl.img" inode /dir
+check "ACL: a damaged one: quoted" has \
+	'xattr:          system.posix_acl_default (12 bytes) "\x02\x00\x00\x00\x01\x00\x07\x00\xff\xff\xff\xff" (damaged ACL)' \
+	"$T/out"
+check "ACL: a damaged one: reported" grep -q "inode 3: ACL 'system.posix_acl_default' is damaged" \
+	"$T/err"
+check "ACL: tar export with a damaged one: exit 8" exit_is 8 "$DUMP" "$T/acl.img" export "$T/acl.tar"
+check "ACL: the damaged one left out, named" \
+	grep -q "'dir': ACL 'system.posix_acl_default' is damaged; left out" "$T/err"
+check "ACL: one on a FIFO left out, named" \
+	grep -q "'fifo': ACL 'system.posix_acl_default' where the kernel never sets one; left out" "$T/err"
+check "ACL: the valid one in the archive" \
+	grep -qa "SCHILY.acl.access=user::rw-,group::r--,other::---,user:1000:r--,group:50:rw-,mask::rw-" \
+	"$T/acl.tar"
+
 # ---- an inode's records end where its key prefix ends: inode 0 (damage:
 # numbers start at 1) named /fifo, its xattr, then a 7-byte key, which sorts
 # right after inode 0's records (no xattr of inodes 1 to 255 is left between)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_dump_mounted.sh - the tools against the daemon: an image made by
-# mkfs.kvfs -d mounts and shows the source tree; kvfs-dump export (directory
+# mkfs.kvfs -d mounts and shows the source tree, ACLs too, and ACLs set
+# through the mount come out of an export; kvfs-dump export (directory
 # and tar) and backup of a mounted image while a writer runs give one
 # consistent snapshot (a set of files switched by one rename is all-old or
 # all-new), do not stall the writer, and the backup opens, mounts and checks.
@@ -31,6 +32,24 @@ check "mounted: hard links share an inode" \
 	[ "$(stat -c %i "$MNT/hardlink")" = "$(stat -c %i "$MNT/dir/sub/hard2")" ]
 echo changed >>"$MNT/dir/file"
 check "mounted: the image takes writes" grep -q changed "$MNT/hardlink"
+if [ "$HAVE_ACL" = 1 ]; then
+	# ACLs set through the mount (and one a new directory inherits) come out
+	# of a snapshot of it: in a directory, and in a tar GNU tar --acls reads
+	setfacl -m u:4321:r,g:8765:rw "$MNT/dir/file"
+	setfacl -d -m u:4321:rwx "$MNT/dir/sub"
+	mkdir "$MNT/dir/sub/new"
+	sync -f "$MNT"
+	acls "$MNT" >"$T/acl.m"
+	check "mounted: the ACLs set" grep -q "^default:user:4321:rwx" "$T/acl.m"
+	check "mounted: export to a directory" exit_is 0 "$DUMP" "$IMG" export "$T/acl.d"
+	acls "$T/acl.d" >"$T/acl.x"
+	check "mounted: exported ACLs equal" diff "$T/acl.m" "$T/acl.x"
+	check "mounted: export to a tar archive" exit_is 0 "$DUMP" "$IMG" export "$T/acl.tar"
+	mkdir "$T/acl.t"
+	tar -C "$T/acl.t" --acls -xpf "$T/acl.tar" 2>/dev/null
+	acls "$T/acl.t" >"$T/acl.x"
+	check "mounted: ACLs through tar --acls equal" diff "$T/acl.m" "$T/acl.x"
+fi
 kvfs_umount
 
 # ---- snapshots of a mounted image under a writer

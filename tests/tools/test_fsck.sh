@@ -203,12 +203,46 @@ case_ xattr_too_big y "inode 5: xattr 'user.big' has a value of 70000 bytes (at 
 	"xattr /hello user.big 70000"
 case_ xattr_no_owner p "xattr 'user.x' of missing inode 555" "xattr '#555' user.x 1"
 
+# POSIX ACLs: a value the kernel would refuse is damage (-y drops it); one
+# where the kernel never sets one (any on a symlink, a default ACL on a
+# non-directory) is dropped by -p
+A=system.posix_acl_access D=system.posix_acl_default
+case_ xattr_acl_zeros y "inode 4: ACL '$A' is damaged (not an ACL the kernel accepts)" \
+	"xattr /dir/file $A 12"
+"$DUMP" "$IMG" inode /dir/file >"$T/inode"
+expect "damaged ACL: dropped, the other xattr kept" \
+	eval 'grep -q "^xattrs: *1$" "$T/inode" && grep -q "^xattr: *user.color" "$T/inode"'
+case_ xattr_acl_order y "inode 5: ACL '$A' is damaged" "acl /hello $A g::r,u::rw,o::r"
+case_ xattr_acl_no_mask y "inode 2: ACL '$D' is damaged" "acl /dir $D u::rwx,u:5:r,g::rx,o::rx"
+case_ xattr_acl_huge y "inode 5: ACL '$A' is damaged (more than 511 entries" \
+	"acl /hello $A u::rw,$(printf 'u:%d:r,' $(seq 1000 1511))g::r,m::r,o::r"
+case_ xattr_acl_file_default p \
+	"inode 5: ACL '$D' on a regular file (the kernel never sets one there)" \
+	"acl /hello $D u::rw,u:5:r,g::r,m::r,o::r"
+case_ xattr_acl_symlink p "inode 7: ACL '$A' on a symlink (the kernel never sets one there)" \
+	"acl /link $A u::rw,u:5:r,g::r,m::r,o::r"
+case_ xattr_acl_symlink_bad p "inode 7: ACL '$A' on a symlink" "xattr /link $A 3"
+# ACLs kvfs keeps are clean in every mode and kept; so is an access ACL that
+# disagrees with the mode (a chmod under -o noacl leaves it so; e2fsck does
+# not look either)
+cp "$T/base.img" "$IMG"
+"$BRK" "$IMG" acl /hello $A u::rw,u:5:r,g::r,m::r,o::r &&
+	"$BRK" "$IMG" acl /dir $A u::rwx,g::-,g:7:rx,m::rx,o::x &&
+	"$BRK" "$IMG" acl /dir $D u::rwx,u:5:rwx,g::rx,m::rwx,o::- &&
+	"$BRK" "$IMG" acl /dir/file $A u::rwx,u:5:r,g::rwx,m::rwx,o::rwx
+for m in -n -p -y; do
+	run_fsck 0 "ACLs kvfs keeps: $m" $m "$IMG"
+	has "ACLs kvfs keeps: $m: clean" "; clean"
+done
+expect "ACLs kvfs keeps: all four still there" \
+	eval '[ "$("$DUMP" "$IMG" keys xattr | grep -c posix_acl)" = 4 ]'
+
 # names kvfs once stored and no longer sets (outside its namespaces, or a
 # prefix alone): a warning in every mode, never an error, never dropped
 # (the daemon reads and removes them: test_fsck_mounted.sh)
 cp "$T/base.img" "$IMG"
 "$BRK" "$IMG" xattr /hello foo.bar 3 && "$BRK" "$IMG" xattr /hello x 1 &&
-	"$BRK" "$IMG" xattr /dir user. 2 && "$BRK" "$IMG" xattr /dir system.posix_acl_access 4
+	"$BRK" "$IMG" xattr /dir user. 2 && "$BRK" "$IMG" xattr /dir system.nfs4_acl 4
 for m in -n -p -y -n; do
 	run_fsck 0 "old xattr names: $m" $m "$IMG"
 	has "old xattr names $m: foo.bar" \
@@ -216,8 +250,8 @@ for m in -n -p -y -n; do
 	has "old xattr names $m: x" "warning: inode 5: xattr 'x' is in no namespace"
 	has "old xattr names $m: user." \
 		"warning: inode 2: xattr 'user.' is a namespace prefix with nothing after it"
-	has "old xattr names $m: system.posix_acl_access" \
-		"warning: inode 2: xattr 'system.posix_acl_access' is in no namespace"
+	has "old xattr names $m: system.nfs4_acl" \
+		"warning: inode 2: xattr 'system.nfs4_acl' is in no namespace"
 	has "old xattr names $m: kept" "Kept: getfattr reads it, setfattr -x removes it."
 	has "old xattr names $m: clean" "; clean"
 done
@@ -234,7 +268,7 @@ run_fsck 1 "old xattr names beside a malformed one: -y" -y "$IMG"
 has "old xattr names beside a malformed one: dropped" \
 	"xattr 'user.a\x00b' has an invalid name.  Drop it? yes"
 run_fsck 0 "old xattr names: after -y" -n "$IMG"
-has "old xattr names: all four still there" "warning: inode 2: xattr 'system.posix_acl_access'"
+has "old xattr names: all four still there" "warning: inode 2: xattr 'system.nfs4_acl'"
 expect "old xattr names: four warnings after -y" [ "$(grep -c '^warning: ' "$T/out")" = 4 ]
 
 # ---- pass 7

@@ -5,7 +5,9 @@
 # a repair is refused (exit 8, the image untouched); once unmounted, -n and
 # -y find it clean. Then xattr names an older kvfs stored: fsck keeps them in
 # every mode and the daemon reads, lists and removes them (but sets no such
-# name). Skipped (77) where /dev/fuse is missing.
+# name). Then ACLs fsck drops: those a mount cannot remove (-p), a damaged
+# one the daemon refuses to chmod under (-y). Skipped (77) where /dev/fuse
+# is missing.
 #
 # usage: test_fsck_mounted.sh FSCK FSCK_BREAK   (KVFS_BIN, MKFS_BIN in the
 # environment)
@@ -127,5 +129,27 @@ PY
 kvfs_umount
 run_fsck 0 "old xattr names removed through the mount: fsck -n" -n "$IMG"
 expect "old xattr names removed: no warning left" eval '! grep -q "^warning:" "$T/out"'
+
+# ACLs fsck drops: one on a symlink and a default ACL on a file (which the
+# kernel never sets) a mount cannot remove, so -p drops them; a damaged one
+# makes the daemon refuse chmod (EIO) until -y drops it
+A=system.posix_acl_access
+"$BRK" "$IMG" acl /moved/s $A u::rw,u:5:r,g::r,m::r,o::r &&
+	"$BRK" "$IMG" acl /moved/f system.posix_acl_default u::rw,u:5:r,g::r,m::r,o::r &&
+	"$BRK" "$IMG" xattr /a/f1 $A 12 || bad "plant ACLs"
+kvfs_mount
+setfattr -h -x $A "$MNT/moved/s" 2>/dev/null
+setfattr -x system.posix_acl_default "$MNT/moved/f" 2>/dev/null
+expect "damaged ACL: chmod refused" eval '! chmod 600 "$MNT/a/f1" 2>/dev/null'
+kvfs_umount
+run_fsck 5 "misplaced ACLs the mount left: fsck -p (1: fixed, 4: left)" -p "$IMG"
+expect "misplaced ACLs: -p drops both" \
+	[ "$(grep -c "ACL .* (the kernel never sets one there).  Drop it? yes" "$T/out")" = 2 ]
+expect "damaged ACL: -p leaves it to -y" grep -q "ACL '$A' is damaged .* (needs -y)" "$T/out"
+run_fsck 1 "damaged ACL: fsck -y" -y "$IMG"
+run_fsck 0 "ACLs: clean after -y" -n "$IMG"
+kvfs_mount
+expect "damaged ACL dropped: chmod works" chmod 600 "$MNT/a/f1"
+kvfs_umount
 
 kvfs_results

@@ -1,9 +1,10 @@
 /*
  * test_acl.c - kv/acl.c: which ACL values are well formed (the kernel's
  * rule), the mode an access ACL gives, chmod's rewrite of one, and what a
- * new inode takes from a default ACL; kv_xattr_set refusing a malformed
- * ACL. The expected results are what tmpfs gives for the same setfacl,
- * chmod and create on Linux 6.18 (and fs.acl compares the two mounted).
+ * new inode takes from a default ACL; the entries as the tools read them;
+ * kv_xattr_set refusing a malformed ACL. The expected results are what
+ * tmpfs gives for the same setfacl, chmod and create on Linux 6.18 (and
+ * fs.acl compares the two mounted).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,42 +19,6 @@
 
 #include "kv_int.h"
 #include "testutil.h"
-
-#define UNDEF 0xffffffffu
-
-/* An ACL from getfacl's short text ("u::rw,u:999:r,g::r,m::rw,o::-"),
- * entries in the order given, into buf: its length. */
-static size_t acl_of(const char *text, unsigned char *buf)
-{
-	size_t len = 4;
-	char copy[4096], *save = NULL;
-
-	kv_put_le32(buf, 2);
-	snprintf(copy, sizeof(copy), "%s", text);
-	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *id = strchr(e, ':') + 1, *perm = strchr(id, ':') + 1;
-		unsigned tag = 0, p = 0;
-		uint32_t n = *id == ':' ? UNDEF : (uint32_t)strtoul(id, NULL, 10);
-
-		switch (e[0]) {
-		case 'u': tag = n == UNDEF ? 0x01 : 0x02; break;
-		case 'g': tag = n == UNDEF ? 0x04 : 0x08; break;
-		case 'm': tag = 0x10; break;
-		case 'o': tag = 0x20; break;
-		case 'x': tag = 0x40; break; /* no such tag */
-		}
-		for (; *perm; perm++)
-			p |= *perm == 'r' ? 4 : *perm == 'w' ? 2 : *perm == 'x' ? 1 :
-			     *perm == '8' ? 8 : 0;
-		buf[len] = (unsigned char)tag;
-		buf[len + 1] = 0;
-		buf[len + 2] = (unsigned char)p;
-		buf[len + 3] = 0;
-		kv_put_le32(buf + len + 4, n);
-		len += 8;
-	}
-	return len;
-}
 
 static void check_rule(void **state)
 {
@@ -80,12 +45,12 @@ static void check_rule(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		len = acl_of(cases[i].text, buf);
+		len = tu_acl_of(cases[i].text, buf);
 		if (kv_acl_check(buf, len) != cases[i].rc)
 			fail_msg("'%s': %d, expected %d", cases[i].text, kv_acl_check(buf, len),
 				 cases[i].rc);
 	}
-	len = acl_of("u::rw,g::r,o::r", buf);
+	len = tu_acl_of("u::rw,g::r,o::r", buf);
 	assert_int_equal(kv_acl_check(buf, 4), -EINVAL);       /* no entries */
 	assert_int_equal(kv_acl_check(buf, 3), -EINVAL);       /* no header */
 	assert_int_equal(kv_acl_check(buf, len - 1), -EINVAL); /* a torn entry */
@@ -98,7 +63,7 @@ static void check_rule(void **state)
 static void check_size(void **state)
 {
 	unsigned char buf[KV_ACL_SIZE_MAX + 8], tail[32];
-	size_t len = acl_of("u::rw", buf), tlen = acl_of("g::r,m::r,o::r", tail) - 4;
+	size_t len = tu_acl_of("u::rw", buf), tlen = tu_acl_of("g::r,m::r,o::r", tail) - 4;
 
 	(void)state;
 	while (len + 8 + tlen <= KV_ACL_SIZE_MAX) {
@@ -126,23 +91,23 @@ static void mode_of_acl(void **state)
 
 	(void)state;
 	/* setfacl -m u:999:r on a 0644 file */
-	len = acl_of("u::rw,u:999:r,g::r,m::r,o::r", buf);
+	len = tu_acl_of("u::rw,u:999:r,g::r,m::r,o::r", buf);
 	mode = 0100755 | 04000;
 	assert_int_equal(kv_acl_mode(buf, len, &mode), 1);
 	assert_int_equal(mode, 0100644 | 04000); /* type and set-ID bits kept */
 	/* the group class is the mask's, not the owning group's */
-	len = acl_of("u::rwx,g::r,g:50:rwx,m::rwx,o::-", buf);
+	len = tu_acl_of("u::rwx,g::r,g:50:rwx,m::rwx,o::-", buf);
 	mode = 0100000;
 	assert_int_equal(kv_acl_mode(buf, len, &mode), 1);
 	assert_int_equal(mode, 0100770);
-	len = acl_of("u::rw,g::r,m::rw,o::-", buf); /* a mask alone says more */
+	len = tu_acl_of("u::rw,g::r,m::rw,o::-", buf); /* a mask alone says more */
 	assert_int_equal(kv_acl_mode(buf, len, &mode), 1);
 	assert_int_equal(mode, 0100660);
 	/* the mode says it all: not to be stored */
-	len = acl_of("u::rw,g::r,o::-", buf);
+	len = tu_acl_of("u::rw,g::r,o::-", buf);
 	assert_int_equal(kv_acl_mode(buf, len, &mode), 0);
 	assert_int_equal(mode, 0100640);
-	len = acl_of("u::rw,g::r", buf);
+	len = tu_acl_of("u::rw,g::r", buf);
 	assert_int_equal(kv_acl_mode(buf, len, &mode), -EINVAL);
 	assert_int_equal(mode, 0100640);
 }
@@ -154,18 +119,18 @@ static void chmod_rewrites(void **state)
 
 	(void)state;
 	/* chmod 640 after setfacl -m u:999:r (tmpfs: mask r, other -) */
-	len = acl_of("u::rw,u:999:r,g::r,m::r,o::r", buf);
+	len = tu_acl_of("u::rw,u:999:r,g::r,m::r,o::r", buf);
 	assert_int_equal(kv_acl_chmod(buf, len, 0100640), 0);
-	assert_int_equal(acl_of("u::rw,u:999:r,g::r,m::r,o::-", want), len);
+	assert_int_equal(tu_acl_of("u::rw,u:999:r,g::r,m::r,o::-", want), len);
 	assert_memory_equal(buf, want, len);
 	/* chmod 600: the mask goes to nothing, named entries stay */
 	assert_int_equal(kv_acl_chmod(buf, len, 0600), 0);
-	acl_of("u::rw,u:999:r,g::r,m::-,o::-", want);
+	tu_acl_of("u::rw,u:999:r,g::r,m::-,o::-", want);
 	assert_memory_equal(buf, want, len);
 	/* without a mask the owning group's entry follows */
-	len = acl_of("u::rw,g::r,o::r", buf);
+	len = tu_acl_of("u::rw,g::r,o::r", buf);
 	assert_int_equal(kv_acl_chmod(buf, len, 0751), 0);
-	acl_of("u::rwx,g::rx,o::x", want);
+	tu_acl_of("u::rwx,g::rx,o::x", want);
 	assert_memory_equal(buf, want, len);
 	buf[0] = 3;
 	assert_int_equal(kv_acl_chmod(buf, len, 0751), -EINVAL);
@@ -181,25 +146,50 @@ static void create_takes_default(void **state)
 	/* setfacl -d -m u:999:rwx,g::r on a 0755 directory, then touch and
 	 * mkdir in it under umask 077 (no umask applies): tmpfs gives 664 and
 	 * 775 with these entries */
-	len = acl_of("u::rwx,u:999:rwx,g::r,m::rwx,o::rx", buf);
+	len = tu_acl_of("u::rwx,u:999:rwx,g::r,m::rwx,o::rx", buf);
 	mode = 0100666;
 	assert_int_equal(kv_acl_create(buf, len, &mode), 1);
 	assert_int_equal(mode, 0100664);
-	acl_of("u::rw,u:999:rwx,g::r,m::rw,o::r", want);
+	tu_acl_of("u::rw,u:999:rwx,g::r,m::rw,o::r", want);
 	assert_memory_equal(buf, want, len);
 
-	len = acl_of("u::rwx,u:999:rwx,g::r,m::rwx,o::rx", buf);
+	len = tu_acl_of("u::rwx,u:999:rwx,g::r,m::rwx,o::rx", buf);
 	mode = 040777 | 02000;
 	assert_int_equal(kv_acl_create(buf, len, &mode), 1);
 	assert_int_equal(mode, 040775 | 02000);
 
 	/* a default the mode says all of: no access ACL to store */
-	len = acl_of("u::rwx,g::rx,o::-", buf);
+	len = tu_acl_of("u::rwx,g::rx,o::-", buf);
 	mode = 0100666;
 	assert_int_equal(kv_acl_create(buf, len, &mode), 0);
 	assert_int_equal(mode, 0100640);
-	acl_of("u::rw,g::r,o::-", want);
+	tu_acl_of("u::rw,g::r,o::-", want);
 	assert_memory_equal(buf, want, len);
+}
+
+/* The entries as the tools read them: tag, perm and id, in order. */
+static void entries(void **state)
+{
+	unsigned char buf[64];
+	size_t len = tu_acl_of("u::rw,u:999:r,g::x,m::rwx,o::-", buf);
+	static const struct kv_acl_entry want[] = {
+		{KV_ACL_USER_OBJ, 6, KV_ACL_UNDEFINED_ID}, {KV_ACL_USER, 4, 999},
+		{KV_ACL_GROUP_OBJ, 1, KV_ACL_UNDEFINED_ID}, {KV_ACL_MASK, 7, KV_ACL_UNDEFINED_ID},
+		{KV_ACL_OTHER, 0, KV_ACL_UNDEFINED_ID},
+	};
+	struct kv_acl_entry e;
+	size_t i = 0;
+
+	(void)state;
+	for (; kv_acl_entry(buf, len, i, &e) == 0; i++) {
+		assert_true(i < 5);
+		assert_int_equal(e.tag, want[i].tag);
+		assert_int_equal(e.perm, want[i].perm);
+		assert_int_equal(e.id, want[i].id);
+	}
+	assert_int_equal(i, 5);
+	assert_int_equal(kv_acl_entry(buf, 3, 0, &e), -ENOENT);
+	assert_int_equal(kv_acl_entry(buf, 4, 0, &e), -ENOENT);
 }
 
 /* kv_xattr_set stores an ACL name only with an ACL for its value. */
@@ -228,12 +218,15 @@ static void xattr_values(void **state)
 	assert_int_equal(kv_acl_name(KV_ACL_ACCESS), KV_ACL_TYPE_ACCESS);
 	assert_int_equal(kv_acl_name(KV_ACL_DEFAULT), KV_ACL_TYPE_DEFAULT);
 	assert_int_equal(kv_acl_name("user.posix_acl_access"), 0);
+	assert_int_equal(kv_acl_type(KV_ACL_DEFAULT "x", strlen(KV_ACL_DEFAULT)),
+			 KV_ACL_TYPE_DEFAULT); /* a raw key's name: no NUL */
+	assert_int_equal(kv_acl_type(KV_ACL_ACCESS, strlen(KV_ACL_ACCESS) - 1), 0);
 	assert_int_equal(kv_write(e, set_apply, &a, 0), -EINVAL);
 	a.name = KV_ACL_DEFAULT;
-	a.len = acl_of("u::rw,u:5:r,g::r,o::r", buf);
+	a.len = tu_acl_of("u::rw,u:5:r,g::r,o::r", buf);
 	a.val = buf;
 	assert_int_equal(kv_write(e, set_apply, &a, 0), -EINVAL);
-	a.len = acl_of("u::rw,u:5:r,g::r,m::r,o::r", buf);
+	a.len = tu_acl_of("u::rw,u:5:r,g::r,m::r,o::r", buf);
 	assert_int_equal(kv_write(e, set_apply, &a, 0), 0);
 	assert_int_equal(kv_read_begin(e, &t), 0);
 	assert_int_equal(kv_xattr_get(t, 40, KV_ACL_DEFAULT, &val, &len), 0);
@@ -251,6 +244,7 @@ int main(void)
 		cmocka_unit_test(mode_of_acl),
 		cmocka_unit_test(chmod_rewrites),
 		cmocka_unit_test(create_takes_default),
+		cmocka_unit_test(entries),
 		cmocka_unit_test_setup_teardown(xattr_values, tu_setup, tu_teardown),
 	};
 

@@ -1,6 +1,7 @@
 /*
  * testutil.c - the shared helpers of the kv/ unit tests (see testutil.h):
- * temporary images, a few file operations through the writer, file bytes.
+ * temporary images, a few file operations through the writer, file bytes,
+ * ACL values.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include <lmdb.h>
 
+#include "kv_int.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ images -- */
@@ -426,4 +428,39 @@ void tu_fill(void *buf, size_t len, uint64_t seed)
 
 	for (size_t i = 0; i < len; i++)
 		p[i] = (unsigned char)(tu_rand(&s) >> 56);
+}
+
+/* -------------------------------------------------------------- ACLs -- */
+
+size_t tu_acl_of(const char *text, unsigned char *buf)
+{
+	size_t len = 4;
+	char *copy = strdup(text), *save = NULL;
+
+	kv_put_le32(buf, 2);
+	for (char *e = copy ? strtok_r(copy, ",", &save) : NULL; e;
+	     e = strtok_r(NULL, ",", &save)) {
+		char *id = strchr(e, ':') + 1, *perm = strchr(id, ':') + 1;
+		unsigned tag = 0, p = 0;
+		uint32_t n = *id == ':' ? KV_ACL_UNDEFINED_ID : (uint32_t)strtoul(id, NULL, 10);
+
+		switch (e[0]) {
+		case 'u': tag = n == KV_ACL_UNDEFINED_ID ? KV_ACL_USER_OBJ : KV_ACL_USER; break;
+		case 'g': tag = n == KV_ACL_UNDEFINED_ID ? KV_ACL_GROUP_OBJ : KV_ACL_GROUP; break;
+		case 'm': tag = KV_ACL_MASK; break;
+		case 'o': tag = KV_ACL_OTHER; break;
+		case 'x': tag = 0x40; break; /* no such tag */
+		}
+		for (; *perm; perm++)
+			p |= *perm == 'r' ? 4 : *perm == 'w' ? 2 : *perm == 'x' ? 1 :
+			     *perm == '8' ? 8 : 0;
+		buf[len] = (unsigned char)tag;
+		buf[len + 1] = 0;
+		buf[len + 2] = (unsigned char)p;
+		buf[len + 3] = 0;
+		kv_put_le32(buf + len + 4, n);
+		len += 8;
+	}
+	free(copy);
+	return len;
 }

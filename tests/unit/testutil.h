@@ -79,4 +79,10 @@ int tu_spit(const char *path, const void *buf, size_t len);
 void tu_fill(void *buf, size_t len, uint64_t seed);
 uint64_t tu_rand(uint64_t *state);
 
+/* An ACL value (the kernel's xattr encoding) from getfacl's short text
+ * ("u::rw,u:999:r,g::r,m::rw,o::-"; "x::r" is a tag no ACL has, "8" a perm
+ * bit past rwx), entries in the order given, into buf: its length. buf has
+ * room for 4 + 8 bytes per entry. */
+size_t tu_acl_of(const char *text, unsigned char *buf);
+
 #endif

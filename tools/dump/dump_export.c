@@ -11,6 +11,15 @@
  * owner (which clears set-ID bits), xattrs, mode, and times last; a
  * directory's times after its entries are made.
  *
+ * POSIX ACLs are xattrs here: kvfs stores them in the encoding setxattr
+ * takes. Setting an access ACL sets the mode's permission bits, and the
+ * chmod after it rewrites the ACL's owner, mask and other entries to the
+ * same bits (kvfs keeps the two in step), so both come out as stored. A
+ * directory's default ACL is set once its entries are made, so they do not
+ * inherit it; what an entry inherits from DEST's own parents (a default
+ * ACL there) is removed where the image has no ACL of that kind, as GNU
+ * tar --acls does.
+ *
  * On a mounted image the snapshot's pages stay pinned until the export
  * ends, so the image grows by what the daemon rewrites meanwhile; the
  * daemon's writer never waits for the export.
@@ -477,6 +486,7 @@ struct xattr_target {
 	const struct xent *e;
 	int fd;           /* >= 0: fsetxattr */
 	const char *path; /* else lsetxattr */
+	unsigned acls;    /* 1 << KV_ACL_TYPE_* of the ACLs the image holds */
 };
 
 static int set_one_xattr(void *arg, const char *name, const void *val, size_t len)
@@ -485,9 +495,30 @@ static int set_one_xattr(void *arg, const char *name, const void *val, size_t le
 	int rc = t->fd >= 0 ? fsetxattr(t->fd, name, val, len, 0)
 			    : lsetxattr(t->path, name, val, len, 0);
 
+	t->acls |= 1u << kv_acl_name(name);
 	if (rc != 0)
 		export_error(t->x, t->e, "cannot set xattr '%s': %s", name, strerror(errno));
 	return 0;
+}
+
+/* Remove the ACLs the entry inherited (from a default ACL above DEST) that
+ * the image does not hold. A symlink has none; only a directory a default. */
+static void drop_inherited_acls(struct xattr_target *t)
+{
+	uint32_t mode = t->e->in->mode;
+
+	for (int type = KV_ACL_TYPE_ACCESS; type <= KV_ACL_TYPE_DEFAULT; type++) {
+		const char *name = type == KV_ACL_TYPE_ACCESS ? KV_ACL_ACCESS : KV_ACL_DEFAULT;
+		int rc;
+
+		if ((t->acls & 1u << type) || S_ISLNK(mode) ||
+		    (type == KV_ACL_TYPE_DEFAULT && !S_ISDIR(mode)))
+			continue;
+		rc = t->fd >= 0 ? fremovexattr(t->fd, name) : lremovexattr(t->path, name);
+		if (rc != 0 && errno != ENODATA && errno != EOPNOTSUPP)
+			export_error(t->x, t->e, "cannot remove the inherited ACL '%s': %s", name,
+				     strerror(errno));
+	}
 }
 
 /* Owner, xattrs, mode and times of an entry made already: through fd when
@@ -515,6 +546,8 @@ static void set_attrs(struct export *x, const struct xent *e, int fd, int dirfd)
 	rc = export_xattrs(x, e, set_one_xattr, &t);
 	if (rc)
 		export_error(x, e, "cannot read xattrs: %s", strerror(-rc));
+	else
+		drop_inherited_acls(&t);
 	if (!S_ISLNK(in->mode)) {
 		rc = fd >= 0 ? fchmod(fd, in->mode & 07777)
 			     : fchmodat(dirfd, e->name, in->mode & 07777, 0);

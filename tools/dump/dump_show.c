@@ -8,7 +8,10 @@
  *          inodes with several names; SIZE is MAJOR:MINOR for devices and
  *          the number of entries for directories. Entries sorted by name.
  *   inode: "FIELD: VALUE" lines, then "name:", "block:" and "xattr:" lines
- *          and their counts.
+ *          and their counts. An xattr's value is quoted (its first 256
+ *          bytes, escaped); a POSIX ACL's is its short text form instead,
+ *          unquoted ("user::rw-,user:1000:r--,group::r--,mask::r--,
+ *          other::r--", ids as numbers: the image's, not this host's).
  *   keys:  decoded, one line per record (per entry for dirent lists), the
  *          key's fields first; with --hex "KEYHEX VALUEHEX" ("-": empty).
  *
@@ -279,6 +282,44 @@ static int block_record(void *arg, const void *k, size_t kl, const void *v, size
 	return 0;
 }
 
+static const char *acl_tag_name(unsigned tag)
+{
+	switch (tag) {
+	case KV_ACL_USER_OBJ:
+	case KV_ACL_USER: return "user";
+	case KV_ACL_GROUP_OBJ:
+	case KV_ACL_GROUP: return "group";
+	case KV_ACL_MASK: return "mask";
+	default: return "other";
+	}
+}
+
+/* The value of the xattr of key k and its newline: an ACL as text, else
+ * quoted. An ACL kv_acl_check refuses is shown quoted and reported. */
+static void put_xattr_value(struct dump *d, const struct kv_key *k, const void *v, size_t vl)
+{
+	int acl = kv_acl_type(k->name, k->namelen);
+	struct kv_acl_entry a;
+
+	if (acl && kv_acl_check(v, vl) == 0) {
+		for (size_t i = 0; kv_acl_entry(v, vl, i, &a) == 0; i++) {
+			printf("%s%s:", i ? "," : "", acl_tag_name(a.tag));
+			if (a.id != KV_ACL_UNDEFINED_ID)
+				printf("%lu", (unsigned long)a.id);
+			printf(":%c%c%c", a.perm & 4 ? 'r' : '-', a.perm & 2 ? 'w' : '-',
+			       a.perm & 1 ? 'x' : '-');
+		}
+		putchar('\n');
+		return;
+	}
+	putchar('"');
+	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
+	printf(vl > 256 ? "\"...%s\n" : "\"%s\n", acl ? " (damaged ACL)" : "");
+	if (acl)
+		dump_error(d, "inode %llu: ACL '%s' is damaged", (unsigned long long)k->ino,
+			   acl == KV_ACL_TYPE_ACCESS ? KV_ACL_ACCESS : KV_ACL_DEFAULT);
+}
+
 static int xattr_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
 {
 	struct inode_walk *w = arg;
@@ -288,9 +329,8 @@ static int xattr_record(void *arg, const void *k, size_t kl, const void *v, size
 	w->count++;
 	printf("xattr:          ");
 	cli_put_escaped(stdout, key.name, key.namelen);
-	printf(" (%zu bytes) \"", vl);
-	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
-	printf(vl > 256 ? "\"...\n" : "\"\n");
+	printf(" (%zu bytes) ", vl);
+	put_xattr_value(w->d, &key, v, vl);
 	return 0;
 }
 
@@ -503,9 +543,8 @@ static void key_xattr(struct dump *d, const void *k, size_t kl, const void *v, s
 	}
 	printf("%llu ", (unsigned long long)key.ino);
 	cli_put_escaped(stdout, key.name, key.namelen);
-	printf(" length %zu \"", vl);
-	cli_put_escaped(stdout, v, vl > 256 ? 256 : vl);
-	printf(vl > 256 ? "\"...\n" : "\"\n");
+	printf(" length %zu ", vl);
+	put_xattr_value(d, &key, v, vl);
 }
 
 static void key_orphan(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)

@@ -2,10 +2,20 @@
  * dump_tar.c - the tar sink of kvfs-dump export: the tree as a pax archive
  * written with libarchive. pax carries what ustar cannot: long names and
  * link targets, nanosecond times, extended attributes (SCHILY.xattr, which
- * GNU tar --xattrs reads), and sparse files (GNU sparse format 1.0). Only
- * keywords GNU tar knows are written (path, linkpath, size, uid, gid,
- * atime, mtime, ctime, SCHILY.xattr.*, GNU.sparse.*), so it lists and
- * extracts the archive without a warning; no LIBARCHIVE.* keyword.
+ * GNU tar --xattrs reads), POSIX ACLs (SCHILY.acl.access and .default, the
+ * text GNU tar --acls and bsdtar read, from libarchive's ACL entries: not as
+ * system.posix_acl_* xattrs, which neither sets), and sparse files (GNU
+ * sparse format 1.0). Only keywords GNU tar knows are written (path,
+ * linkpath, size, uid, gid, atime, mtime, ctime, SCHILY.xattr.*,
+ * SCHILY.acl.*, GNU.sparse.*), so it lists and extracts the archive without
+ * a warning; no LIBARCHIVE.* keyword.
+ *
+ * libarchive keeps an access ACL's owner, owning-group and other entries in
+ * the entry's mode, so with an ACL the header's group bits are the owning
+ * group's entry, not the mask (as bsdtar writes them): a reader that sets
+ * the ACL gets the mode back from it, one that drops ACLs gives the owning
+ * group no more than its entry did. ACLs go in with numeric ids, as owners
+ * do: the image's ids, not names this host would give them.
  *
  * Entries are named as tar -C DIR -c . names them: "./" for the root,
  * "./PATH", "./PATH/" for a directory; owners numerically. Names
@@ -263,9 +273,58 @@ static int put_data(void *arg, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
+struct tar_xattrs {
+	struct export *x;
+	const struct xent *e;
+	struct archive_entry *ent;
+};
+
+/* libarchive's tag for an ACL entry's (kv_acl_check let only these pass). */
+static int archive_tag(unsigned tag)
+{
+	switch (tag) {
+	case KV_ACL_USER_OBJ: return ARCHIVE_ENTRY_ACL_USER_OBJ;
+	case KV_ACL_USER: return ARCHIVE_ENTRY_ACL_USER;
+	case KV_ACL_GROUP_OBJ: return ARCHIVE_ENTRY_ACL_GROUP_OBJ;
+	case KV_ACL_GROUP: return ARCHIVE_ENTRY_ACL_GROUP;
+	case KV_ACL_MASK: return ARCHIVE_ENTRY_ACL_MASK;
+	default: return ARCHIVE_ENTRY_ACL_OTHER;
+	}
+}
+
+/* The ACL at val (type KV_ACL_TYPE_*) as libarchive's entries of t->ent. */
+static void add_acl(struct tar_xattrs *t, const char *name, int type, const void *val, size_t len)
+{
+	uint32_t mode = t->e->in->mode;
+	struct kv_acl_entry a;
+	int rc = kv_acl_check(val, len);
+
+	if (rc || S_ISLNK(mode) || (type == KV_ACL_TYPE_DEFAULT && !S_ISDIR(mode))) {
+		export_error(t->x, t->e, "ACL '%s' %s; left out (fsck.kvfs repairs it)", name,
+			     rc ? "is damaged" : "where the kernel never sets one");
+		return;
+	}
+	type = type == KV_ACL_TYPE_ACCESS ? ARCHIVE_ENTRY_ACL_TYPE_ACCESS
+					  : ARCHIVE_ENTRY_ACL_TYPE_DEFAULT;
+	for (size_t i = 0; kv_acl_entry(val, len, i, &a) == 0; i++) {
+		int perm = (a.perm & 4 ? ARCHIVE_ENTRY_ACL_READ : 0) |
+			   (a.perm & 2 ? ARCHIVE_ENTRY_ACL_WRITE : 0) |
+			   (a.perm & 1 ? ARCHIVE_ENTRY_ACL_EXECUTE : 0);
+
+		archive_entry_acl_add_entry(t->ent, type, perm, archive_tag(a.tag),
+					    a.id == KV_ACL_UNDEFINED_ID ? -1 : (int)a.id, NULL);
+	}
+}
+
 static int add_xattr(void *arg, const char *name, const void *val, size_t len)
 {
-	archive_entry_xattr_add_entry(arg, name, val, len);
+	struct tar_xattrs *t = arg;
+	int type = kv_acl_name(name);
+
+	if (type)
+		add_acl(t, name, type, val, len);
+	else
+		archive_entry_xattr_add_entry(t->ent, name, val, len);
 	return 0;
 }
 
@@ -276,6 +335,7 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 	const struct kv_inode *in = e->in;
 	struct archive_entry *ent = s->ent;
 	char target[KV_SYMLINK_MAX + 1];
+	struct tar_xattrs xa = {.x = x, .e = e, .ent = ent};
 	int64_t t[3] = {in->atime_ns, in->mtime_ns, in->ctime_ns};
 	int64_t sec[3], nsec[3];
 
@@ -318,7 +378,7 @@ static int fill_entry(struct export *x, const struct xent *e, char *name)
 		target[in->inline_len] = '\0';
 		archive_entry_copy_symlink(ent, target);
 	}
-	return export_xattrs(x, e, add_xattr, ent) ? -1 : 0;
+	return export_xattrs(x, e, add_xattr, &xa) ? -1 : 0; /* the ACLs set the mode's rwx */
 }
 
 static int tar_file_data(struct export *x, const struct xent *e)

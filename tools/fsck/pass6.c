@@ -9,15 +9,36 @@
  * or a prefix alone) is a warning, kept in every mode: an older kvfs stored
  * such names, and the daemon still reads and removes them.
  *
+ * The two POSIX ACLs (kv/acl.c) are checked as the kernel would: a value
+ * kv_acl_check refuses is damage (-y drops it, as e2fsck clears a damaged
+ * ACL: kv/acl.c's rules cannot tell what it granted); an ACL the kernel
+ * never sets (any on a symlink, a default ACL on a non-directory) grants
+ * nothing and cannot be removed through a mount, so -p drops it. Left
+ * alone, as e2fsck leaves them: an access ACL whose owner, group class or
+ * other entry disagrees with the mode (kvfs keeps them in step, but a
+ * chmod under -o noacl does not rewrite the ACL, as ext4's does not; the
+ * next chmod or setfacl with ACLs on brings them together), and an access
+ * ACL the mode says all of (kvfs stores none, but one stored grants what
+ * the mode does).
+ *
  * Invariants:
  *  1. An attribute whose owner is missing and that is left in place raises
  *     the counter's floor (f->max_key): a new inode must not inherit it.
- *  2. Only a name the daemon cannot serve is ever dropped for its name.
+ *  2. Only a name the daemon cannot serve, or an ACL the kernel could not
+ *     have set, is ever dropped for its name.
  */
 #include <errno.h>
-#include <string.h>
+#include <sys/stat.h>
 
 #include "fsck.h"
+
+/* An ACL of inode fi (mode known) the kernel would never have set. */
+static int acl_misplaced(const struct fino *fi, int type)
+{
+	return S_ISLNK(fi->mode) || (type == KV_ACL_TYPE_DEFAULT && !S_ISDIR(fi->mode));
+}
+
+_Static_assert(KV_ACL_ENTRIES_MAX == 511, "the message below names the limit");
 
 static int xattr_record(struct fsck_walk *w, const struct fsck_rec *r)
 {
@@ -27,6 +48,7 @@ static int xattr_record(struct fsck_walk *w, const struct fsck_rec *r)
 	struct pctx p = {.ino = ino, .name = r->key.name, .namelen = r->key.namelen, .num = r->vl,
 			 .num2 = KV_XATTR_SIZE_MAX};
 	int rule = kv_xattr_name_check(r->key.name, r->key.namelen);
+	int acl = kv_acl_type(r->key.name, r->key.namelen), bad;
 	enum fsck_pr code;
 	struct pend *pr;
 
@@ -41,6 +63,13 @@ static int xattr_record(struct fsck_walk *w, const struct fsck_rec *r)
 		code = PR_XATTR_OLD_NAME;
 		p.str = rule == -EINVAL ? "is a namespace prefix with nothing after it"
 					: "is in no namespace kvfs implements";
+	} else if (acl && !(fi->flags & F_BAD) && acl_misplaced(fi, acl)) {
+		code = PR_XATTR_ACL_PLACE;
+		p.str = fsck_type_name(fi->mode);
+	} else if (acl && (bad = kv_acl_check(r->v, r->vl)) != 0) {
+		code = PR_XATTR_ACL_BAD;
+		p.str = bad == -E2BIG ? "more than 511 entries, the most the kernel reads back"
+				      : "not an ACL the kernel accepts";
 	} else
 		return 0;
 	pr = fsck_problem(f, code, &p);

@@ -9,10 +9,14 @@
  * dirent types (all derived from the entries and blocks present); the inode
  * counter; the orphan list; blocks and xattrs whose inode is gone; bytes
  * stored past a file's size (unreadable, and what truncate would have
- * dropped). Everything that drops or moves a name, drops data a user could
- * read, or clears an inode needs -y: dropping dirents, moving inodes to
- * /lost+found, dropping damaged blocks, clearing damaged inodes, dropping
- * malformed records.
+ * dropped); an ACL where the kernel never looks (on a symlink, a default
+ * ACL on a non-directory: it grants nothing and no one can remove it).
+ * Everything that drops or moves a name, drops data a user could read,
+ * changes who may do what, or clears an inode needs -y: dropping dirents,
+ * moving inodes to /lost+found, dropping damaged blocks, clearing damaged
+ * inodes, dropping malformed records and damaged ACLs (e2fsck clears a
+ * damaged ACL too; without it the mode rules, whose group bits were the
+ * mask, so the owning group may gain what its own entry did not give).
  *
  * A warning (PF_WARN) is what no mode changes, as e2fsck's messages that ask
  * nothing: a record the daemon could have written and still serves, which
@@ -147,6 +151,10 @@ static const struct {
 		"inode %i: xattr %N has a value of %n bytes (at most %m)", "Drop it"},
 	[PR_XATTR_NO_OWNER] = {"xattr_no_owner", 6, PF_PREEN,
 		"xattr %N of missing inode %i", "Drop it"},
+	[PR_XATTR_ACL_PLACE] = {"xattr_acl_place", 6, PF_PREEN,
+		"inode %i: ACL %N on a %s (the kernel never sets one there)", "Drop it"},
+	[PR_XATTR_ACL_BAD] = {"xattr_acl_bad", 6, 0,
+		"inode %i: ACL %N is damaged (%s)", "Drop it"},
 	[PR_ORPHAN_BAD_KEY] = {"orphan_bad_key", 7, 0,
 		"orphan database: a record with a malformed key (%n bytes)", "Drop it"},
 	[PR_ORPHAN_MISSING] = {"orphan_missing", 7, PF_PREEN,

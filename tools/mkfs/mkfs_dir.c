@@ -12,10 +12,12 @@
  * What is kept: contents, modes, owners, times to the nanosecond (btime
  * where the source reports it), symlinks, hard links (one kvfs inode with
  * the number of names found in the tree), xattrs (those the daemon would
- * take, kv_xattr_name_check: a system.* one such as an ACL is left out with
- * a message), device nodes, FIFOs and sockets. Holes stay holes: only the
- * source's data regions (SEEK_DATA / SEEK_HOLE) are read, and runs of zeros
- * inside them are not stored.
+ * take, kv_xattr_name_check; another system.* one, such as an NFSv4 ACL, is
+ * left out with a message), POSIX ACLs (the source's getxattr gives them in
+ * the encoding kvfs stores, and its mode is already the one they imply),
+ * device nodes, FIFOs and sockets. Holes stay holes: only the source's data
+ * regions (SEEK_DATA / SEEK_HOLE) are read, and runs of zeros inside them
+ * are not stored.
  *
  * Invariants:
  *  1. The new image is this process's alone (its exclusive lock), so the
@@ -383,13 +385,13 @@ static int load_xattrs(struct loader *L, uint64_t ino, int fd, const char *lpath
 		goto err;
 	for (char *p = names; p < names + n; p += strlen(p) + 1) {
 		size_t nl = strlen(p);
-		int refused = kv_xattr_name_check(p, nl);
+		int refused = kv_xattr_name_check(p, nl), bad;
 		struct item *it;
 
 		if (refused && refused != -ERANGE) {
-			/* the daemon would refuse it too: an ACL (system.*) */
+			/* the daemon would refuse it too (system.*, not a POSIX ACL) */
 			fail(L, L->path, "xattr '%s' left out: %s (kvfs stores user., trusted. "
-				 "and security. names)", p, strerror(-refused));
+				 "and security. names and POSIX ACLs)", p, strerror(-refused));
 			continue;
 		}
 		v = fd >= 0 ? fgetxattr(fd, p, val, sizeof(val)) : lgetxattr(lpath, p, val, sizeof(val));
@@ -399,6 +401,15 @@ static int load_xattrs(struct loader *L, uint64_t ino, int fd, const char *lpath
 			if (v >= 0)
 				errno = ERANGE;
 			fail(L, L->path, "cannot copy xattr '%s': %s", p, strerror(errno));
+			goto out;
+		}
+		bad = kv_acl_name(p) ? kv_acl_check(val, (size_t)v) : 0;
+		if (bad == -E2BIG) { /* tmpfs, XFS keep more; leaving it out can widen access */
+			fail(L, L->path, "cannot copy ACL '%s': more than %d entries", p,
+			     KV_ACL_ENTRIES_MAX);
+			goto out;
+		} else if (bad) {
+			fail(L, L->path, "cannot copy ACL '%s': malformed", p);
 			goto out;
 		}
 		if (reserve(L, 1, nl + 1 + (size_t)v + L->pathlen + 1))
