@@ -121,7 +121,16 @@ int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t siz
 	int rc = acl_off(name) ? -EOPNOTSUPP : name_refused(name);
 
 	fs_itable_xattr_changing(ino); /* before the change: no stale "none" */
-	return rc ? rc : fs_write(apply_setxattr, &a, 0);
+	if (!rc)
+		rc = fs_write(apply_setxattr, &a, 0);
+	/* an access ACL set the mode: a LOOKUP or GETATTR answered from
+	 * before it may reach the kernel after this reply, which only marks
+	 * the attributes stale, and be cached for the whole timeout. The
+	 * notification counts as a newer version of them, so the kernel
+	 * drops such an answer (attributes only: never waits). */
+	if (!rc && kv_acl_name(name) == KV_ACL_TYPE_ACCESS)
+		fs_notify_inval(ino, -1, 0);
+	return rc;
 }
 
 void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,

@@ -6,7 +6,9 @@
 # line for line (tmpfs implements acl(5) in the kernel; kvfs has to do the
 # filesystem's half itself). Then: the ACLs survive a remount and fsck;
 # -o noacl refuses setfacl and enforces the mode alone; kvfs-tune -o noacl
-# makes that the image's default and -o acl overrides it.
+# makes that the image's default and -o acl overrides it. Last, the mode
+# setfacl sets is what stat shows even while other names of the file are
+# looked up.
 . "$(dirname "$0")/lib.sh"
 export LC_ALL=C
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (allow_other, a second user, tmpfs)"; exit 77; }
@@ -173,5 +175,35 @@ kvfs_mount -o allow_other,acl
 expect "tuned noacl, mounted -o acl: read granted" can_read "$MNT/f"
 expect "the ACL kept through the noacl mounts" \
 	[ "$(getfacl -c -n "$MNT/f" 2>/dev/null | grep -c "^user:$U:r--")" = 1 ]
+kvfs_umount
+
+# setfacl changes the mode, and the kernel must not keep attributes read
+# before it: lookups of other names of the file (answered from before the
+# change, arriving after it) run while the mask goes rw and back to r, and
+# stat after each setfacl must show the mode it set (the kernel would
+# cache a stale one for the whole attribute timeout)
+"$TUNE_BIN" -o '' "$IMG" > /dev/null
+kvfs_mount
+mkdir "$MNT/links"
+echo x > "$MNT/links/f"
+chmod 644 "$MNT/links/f"
+setfacl -m "u:$U:r" "$MNT/links/f"
+for i in $(seq 1200); do ln "$MNT/links/f" "$MNT/links/l$i"; done
+kvfs_umount
+kvfs_mount # the names not in the kernel's cache: each stat below is a LOOKUP
+(cd "$MNT/links" && for i in 0 1 2 3; do
+	for n in $(seq $((i * 300 + 1)) $((i * 300 + 300))); do stat l$n; done > /dev/null &
+done; wait) &
+looking=$!
+stale=0 rounds=0
+while kill -0 $looking 2>/dev/null; do
+	setfacl -m m::rw "$MNT/links/f"
+	[ "$(stat -c %a "$MNT/links/f")" = 664 ] || stale=$((stale + 1))
+	setfacl -m m::r "$MNT/links/f"
+	[ "$(stat -c %a "$MNT/links/f")" = 644 ] || stale=$((stale + 1))
+	rounds=$((rounds + 1))
+done
+wait
+expect "setfacl during lookups: no stale mode ($stale in $rounds rounds)" [ $stale -eq 0 ]
 kvfs_umount
 kvfs_results
