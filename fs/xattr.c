@@ -119,10 +119,16 @@ int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t siz
 	struct xattr_args a = {.ino = ino, .name = name, .value = value, .size = size,
 			       .flags = flags, .cred = c};
 	int rc = acl_off(name) ? -EOPNOTSUPP : name_refused(name);
+	uint32_t mode = 0;
+	unsigned op_flags = 0;
 
+	/* an access ACL the mode says all of (setfacl -b) removes the stored
+	 * one: a delete, which works when full, as removexattr does */
+	if (kv_acl_name(name) == KV_ACL_TYPE_ACCESS && kv_acl_mode(value, size, &mode) == 0)
+		op_flags = KV_OP_RESERVE;
 	fs_itable_xattr_changing(ino); /* before the change: no stale "none" */
 	if (!rc)
-		rc = fs_write(apply_setxattr, &a, 0);
+		rc = fs_write(apply_setxattr, &a, op_flags);
 	/* an access ACL set the mode: a LOOKUP or GETATTR answered from
 	 * before it may reach the kernel after this reply, which only marks
 	 * the attributes stale, and be cached for the whole timeout. The

@@ -8,7 +8,7 @@
 # -o noacl refuses setfacl and enforces the mode alone; kvfs-tune -o noacl
 # makes that the image's default and -o acl overrides it. Last, the mode
 # setfacl sets is what stat shows even while other names of the file are
-# looked up.
+# looked up, and setfacl -b works on a full filesystem.
 . "$(dirname "$0")/lib.sh"
 export LC_ALL=C
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (allow_other, a second user, tmpfs)"; exit 77; }
@@ -205,5 +205,25 @@ while kill -0 $looking 2>/dev/null; do
 done
 wait
 expect "setfacl during lookups: no stale mode ($stale in $rounds rounds)" [ $stale -eq 0 ]
+kvfs_umount
+
+# a full filesystem: setfacl -b drops an ACL, a delete, which works as
+# setfattr -x does (filled with data, then with names and values until
+# neither a name with a value nor a byte more on the file fits)
+kvfs_mkfs
+kvfs_mount -o max_size=40M
+touch "$MNT/a" "$MNT/b"
+setfacl -m "u:$U:r,g:$G:rw" "$MNT/a" "$MNT/b"
+dd if=/dev/urandom of="$MNT/fill" bs=64k count=1000 status=none 2>/dev/null
+value=$(printf '%300s' | tr ' ' v)
+for i in $(seq 1000); do
+	touch "$MNT/n$i" 2>/dev/null && setfattr -n user.v -v "$value" "$MNT/n$i" 2>/dev/null ||
+		setfattr -n "user.w$i" -v 1 "$MNT/a" 2>/dev/null || break
+done
+expect "full: a new name refused" eval '! touch "$MNT/one-more" 2>/dev/null'
+out=$(setfacl -b "$MNT/a" 2>&1)
+expect "full: setfacl -b works ($out)" [ -z "$out" ]
+expect "full: the ACL is gone" \
+	[ -z "$(getfattr -m posix_acl --absolute-names "$MNT/a" 2>/dev/null)" ]
 kvfs_umount
 kvfs_results

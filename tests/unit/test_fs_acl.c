@@ -4,7 +4,8 @@
  * takes the directory's default ACL in place of the umask, setfacl's
  * access ACL sets the mode (and is not stored when the mode says it all),
  * chmod rewrites a stored one, the set-group-ID bit goes when a caller
- * outside the file's group sets one, and -o noacl refuses the names.
+ * outside the file's group sets one, dropping a stored one works on a
+ * full image, and -o noacl refuses the names.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -21,6 +22,18 @@
 #include "testutil.h"
 
 #define ROOT KV_ROOT_INO
+
+/* The flags of the last change handed to the writer (kv_write is wrapped:
+ * CMakeLists.txt). */
+static unsigned write_flags;
+
+int __real_kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);
+
+int __wrap_kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags)
+{
+	write_flags = flags;
+	return __real_kv_write(env, apply, arg, flags);
+}
 
 static int setup(void **state)
 {
@@ -189,6 +202,14 @@ static void setfacl_sets_mode(void **state)
 	assert_int_equal(fs_do_setxattr(ino, KV_ACL_ACCESS, a, len, 0, &outsider), 0);
 	assert_int_equal(mode_of(ino), S_IFREG | 0604);
 	assert_int_equal(stored(ino, KV_ACL_ACCESS, got), -ENODATA);
+	/* dropping the stored one is a delete: it may use the reserve a full
+	 * image keeps, as removexattr does; setting one may not */
+	assert_int_equal(write_flags & KV_OP_RESERVE, KV_OP_RESERVE);
+	len = acl(a, 5, U_OBJ, 6u, NONE, U, 4u, 999u, G_OBJ, 4u, NONE, M, 4u, NONE, O, 0u, NONE);
+	assert_int_equal(fs_do_setxattr(ino, KV_ACL_ACCESS, a, len, 0, &root), 0);
+	assert_int_equal(write_flags & KV_OP_RESERVE, 0);
+	len = acl(a, 3, U_OBJ, 6u, NONE, G_OBJ, 0u, NONE, O, 4u, NONE);
+	assert_int_equal(fs_do_setxattr(ino, KV_ACL_ACCESS, a, len, 0, &root), 0);
 	/* not an ACL; a default one on a file */
 	assert_int_equal(fs_do_setxattr(ino, KV_ACL_ACCESS, "v", 1, 0, &root), -EINVAL);
 	assert_int_equal(fs_do_setxattr(ino, KV_ACL_DEFAULT, a, len, 0, &root), -EACCES);
