@@ -14,8 +14,10 @@
  * the entry's mode, so with an ACL the header's group bits are the owning
  * group's entry, not the mask (as bsdtar writes them): a reader that sets
  * the ACL gets the mode back from it, one that drops ACLs gives the owning
- * group no more than its entry did. ACLs go in with numeric ids, as owners
- * do: the image's ids, not names this host would give them.
+ * group all its entry holds, more than the ACL did where the mask held less
+ * (GNU tar writes the mask; libarchive cannot keep both). ACLs go in with
+ * numeric ids, as owners do: the image's ids, not names this host would
+ * give them.
  *
  * Entries are named as tar -C DIR -c . names them: "./" for the root,
  * "./PATH", "./PATH/" for a directory; owners numerically. Names
