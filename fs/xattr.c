@@ -103,8 +103,11 @@ static int apply_removexattr(kv_txn *t, void *arg)
 
 	if (!rc)
 		rc = kv_xattr_remove(t, a->ino, a->name);
+	/* an ACL that is not there is removed already: ext4 and tmpfs
+	 * answer 0 to its removexattr, and to a set of an empty one, which
+	 * the kernel sends as a removal */
 	if (rc == -ENODATA && kv_acl_name(a->name))
-		return 0; /* removing no ACL is no error: ext4 and tmpfs */
+		rc = 0;
 	if (rc == -ENODATA && a->refused)
 		rc = a->refused;
 	if (rc)

@@ -154,11 +154,16 @@ static int seek_compare(const struct op *op, const struct res *k, const struct r
 	return 0;
 }
 
+static int in_word(unsigned char c)
+{
+	return c > ' ' && c < 127 && c != ',';
+}
+
 int res_compare(const struct op *op, const struct res *k, const struct res *t, char *why,
 		size_t wlen)
 {
 	char a[512], b[512];
-	size_t i;
+	size_t i, j;
 
 	if (op->kind == OP_LSEEK && (op->flags == SEEK_DATA || op->flags == SEEK_HOLE))
 		return seek_compare(op, k, t, why, wlen);
@@ -176,8 +181,12 @@ int res_compare(const struct op *op, const struct res *k, const struct res *t, c
 		return 0;
 	for (i = 0; i < k->len && i < t->len && k->buf[i] == t->buf[i]; i++)
 		;
-	show(k->buf + i, k->len - i, a, sizeof(a));
-	show(t->buf + i, t->len - i, b, sizeof(b));
+	/* text from the start of the word that differs ("mode 0100644",
+	 * "g::r-x"), bytes from the first that differs (or a few before) */
+	for (j = i; j > 0 && i - j < 24 && in_word(k->buf[j - 1]); j--)
+		;
+	show(k->buf + j, k->len - j, a, sizeof(a));
+	show(t->buf + j, t->len - j, b, sizeof(b));
 	snprintf(why, wlen, "output differs at byte %zu of %zu/%zu: kvfs \"%s\", tmpfs \"%s\"", i,
 		 k->len, t->len, a, b);
 	return 1;

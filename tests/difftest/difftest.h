@@ -4,6 +4,7 @@
  * operation and, tree against tree, at checkpoints.
  *
  *   ops.c       the operations: generate from a seed, run on one side, print
+ *   acl_ops.c   the POSIX ACL operations and the umask of creates
  *   compare.c   what counts as agreeing: results of an op, attributes
  *   tree.c      compare two trees; remove a tree
  *   difftest.c  the command line, a run of both sides, and the reduction of a
@@ -31,6 +32,7 @@
 #include <sys/types.h>
 
 #define NFDS 6          /* fd slots an op may use */
+#define P_DOT 18        /* the index of "." among ops.c's paths */
 #define EXPLICIT_MAX 1500000000LL /* a time before this (2017) was set by utimensat */
 
 enum op_kind {
@@ -38,14 +40,15 @@ enum op_kind {
 	OP_TRUNCATE, OP_FALLOCATE, OP_FSYNC, OP_FSTAT, OP_STAT, OP_MKDIR, OP_RMDIR, OP_UNLINK,
 	OP_RENAME, OP_LINK, OP_SYMLINK, OP_READLINK, OP_MKFIFO, OP_SETXATTR, OP_FSETXATTR,
 	OP_REMOVEXATTR, OP_GETXATTR, OP_LISTXATTR, OP_CHMOD, OP_FCHMOD, OP_CHOWN, OP_UTIMENS,
-	OP_FUTIMENS, OP_READDIR, OP_READFILE, OP_MMAP, OP_COPY, OP_NKINDS
+	OP_FUTIMENS, OP_READDIR, OP_READFILE, OP_MMAP, OP_COPY, OP_SETACL, OP_REMOVEACL,
+	OP_NKINDS
 };
 
 struct op {
 	uint8_t kind;
 	uint8_t fd;       /* fd slot */
 	uint8_t p1, p2;   /* path indices (paths[]) */
-	uint8_t name;     /* xattr name or symlink target index */
+	uint8_t name;     /* xattr name or symlink target index; ACL: access or default */
 	uint32_t flags;   /* open, rename, xattr, AT_* flags; whence; fallocate mode */
 	uint32_t mode;
 	int32_t uid, gid;
@@ -54,6 +57,7 @@ struct op {
 	uint8_t fd2;      /* copy_file_range: the output fd slot */
 	uint32_t dseed;   /* the bytes written */
 	int64_t at[2][2]; /* utimens: atime, mtime as sec, nsec (UTIME_NOW/UTIME_OMIT) */
+	uint16_t umask;   /* a create's umask (the process's is 0 between ops) */
 };
 
 /* One side of the comparison: a run directory and the fds open in it. */
@@ -93,6 +97,30 @@ extern int ops_seek_holes;
 void op_run(const struct op *op, struct side *s, struct res *r);
 void op_format(const struct op *op, char *buf, size_t len);
 void res_free(struct res *r);
+/* shared with acl_ops.c: the generator's random numbers, a path pick
+ * (ANY, DIR_NAME, FILE_NAME: the kind of name it prefers), results */
+enum { ANY, DIR_NAME, FILE_NAME };
+uint64_t rnd(uint64_t *s);
+uint64_t below(uint64_t *s, uint64_t n);
+int chance(uint64_t *s, unsigned pct);
+uint8_t pick_path(uint64_t *s, int want);
+void set_ret(struct res *r, long long ret);
+void append(struct res *r, const void *p, size_t n);
+
+/* acl_ops.c: fields of an OP_SETACL or OP_REMOVEACL (path p1 picked) */
+void acl_generate(uint64_t *s, struct op *op);
+/* a create's umask */
+uint16_t acl_gen_umask(uint64_t *s);
+void acl_run(const struct op *op, struct side *s, const char *path, struct res *r);
+void acl_format(const struct op *op, const char *path, char *buf, size_t len);
+/* After an ACL op, a chmod or a create, what the object is (reached as how
+ * says: ACL_BY_PATH, _LPATH, _FD): its mode and the ACLs in acls
+ * (ACL_ACCESS_BIT, ACL_DEFAULT_BIT), appended to r for the comparison. An
+ * ACL op's op->len is its how. */
+enum { ACL_BY_PATH, ACL_BY_LPATH, ACL_BY_FD };
+#define ACL_ACCESS_BIT 1
+#define ACL_DEFAULT_BIT 2
+void acl_state(struct side *s, int how, const char *path, int fd, int acls, struct res *r);
 
 /* compare.c */
 void attrs_of(const struct stat *st, struct attrs *a);

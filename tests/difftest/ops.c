@@ -7,7 +7,9 @@
  * to three levels over the names a, b, c, d0, d1, plus ".", a 255-byte name
  * and a 256-byte one, so creates, renames and removals collide all the time
  * and every errno of the namespace calls comes up. Any name may be made a
- * file, a directory, a symlink or a FIFO.
+ * file, a directory, a symlink or a FIFO. POSIX ACLs and the umask of
+ * creates are acl_ops.c's; other system.* names are generated here: both
+ * refuse them.
  *
  * Not generated, and why:
  *  - SEEK_DATA/SEEK_HOLE, unless --seek: under the writeback cache the
@@ -15,8 +17,6 @@
  *    page granularity where kvfs answers at its block size; test_difftest.sh
  *    runs seeds with --seek on an image of 4096-byte blocks without the
  *    writeback cache, where the answers must agree.
- *  - POSIX ACLs (system.posix_acl_*): kvfs implements no ACLs; tmpfs does.
- *    Other system.* names are generated: both refuse them.
  *  - device nodes (opening one reaches a real driver), O_DIRECT, O_TMPFILE.
  */
 #include <dirent.h>
@@ -33,7 +33,6 @@
 
 #include "difftest.h"
 
-#define P_DOT 18
 #define P_L255 19
 #define P_L256 20
 #define NPATHS 21
@@ -48,7 +47,6 @@ static const char *paths[NPATHS] = {
 };
 static const uint8_t dir_paths[] = {3, 4, 7, 8, 11, 12};
 static const uint8_t file_paths[] = {0, 1, 2, 5, 6, 9, 10, 13, 14, 15, 16, 17};
-enum { ANY, DIR_NAME, FILE_NAME }; /* the kind of name a path pick prefers */
 
 /* Symlink targets: relative ones never climb out of the run directory (a
  * create through a dangling link makes a name inside it), one longer than a
@@ -81,7 +79,7 @@ static const char *const kind_names[OP_NKINDS] = {
 	"truncate", "fallocate", "fsync", "fstat", "stat", "mkdir", "rmdir", "unlink",
 	"rename", "link", "symlink", "readlink", "mkfifo", "setxattr", "fsetxattr",
 	"removexattr", "getxattr", "listxattr", "chmod", "fchmod", "chown", "utimensat",
-	"futimens", "readdir", "readfile", "mmap", "copy_file_range",
+	"futimens", "readdir", "readfile", "mmap", "copy_file_range", "setacl", "removeacl",
 };
 
 /* Relative frequency of each kind. */
@@ -93,7 +91,8 @@ static const uint8_t weights[OP_NKINDS] = {
 	[OP_READLINK] = 2, [OP_MKFIFO] = 1, [OP_SETXATTR] = 3, [OP_FSETXATTR] = 1,
 	[OP_REMOVEXATTR] = 2, [OP_GETXATTR] = 2, [OP_LISTXATTR] = 1, [OP_CHMOD] = 2,
 	[OP_FCHMOD] = 1, [OP_CHOWN] = 1, [OP_UTIMENS] = 2, [OP_FUTIMENS] = 1,
-	[OP_READDIR] = 3, [OP_READFILE] = 3, [OP_MMAP] = 3, [OP_COPY] = 2,
+	[OP_READDIR] = 3, [OP_READFILE] = 3, [OP_MMAP] = 3, [OP_COPY] = 2, [OP_SETACL] = 5,
+	[OP_REMOVEACL] = 2,
 };
 
 void ops_init(void)
@@ -110,7 +109,7 @@ void ops_init(void)
 
 /* ------------------------------------------------------------ generate -- */
 
-static uint64_t rnd(uint64_t *s)
+uint64_t rnd(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
 
@@ -119,17 +118,17 @@ static uint64_t rnd(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static uint64_t below(uint64_t *s, uint64_t n)
+uint64_t below(uint64_t *s, uint64_t n)
 {
 	return rnd(s) % n;
 }
 
-static int chance(uint64_t *s, unsigned pct)
+int chance(uint64_t *s, unsigned pct)
 {
 	return below(s, 100) < pct;
 }
 
-static uint8_t pick_path(uint64_t *s, int want)
+uint8_t pick_path(uint64_t *s, int want)
 {
 	unsigned r = (unsigned)below(s, 100);
 
@@ -284,6 +283,13 @@ static enum op_kind pick_kind(uint64_t *s)
 	return (enum op_kind)k;
 }
 
+/* Whether op may make a new object (whose mode the umask or an ACL sets). */
+static int creates(const struct op *op)
+{
+	return op->kind == OP_MKDIR || op->kind == OP_MKFIFO || op->kind == OP_SYMLINK ||
+	       (op->kind == OP_OPEN && (op->flags & O_CREAT));
+}
+
 static void gen_one(uint64_t *s, struct op *op)
 {
 	memset(op, 0, sizeof(*op));
@@ -386,9 +392,14 @@ static void gen_one(uint64_t *s, struct op *op)
 		op->mode = chance(s, 50) ? file_modes[below(s, sizeof(file_modes) / 4)]
 					 : dir_modes[below(s, sizeof(dir_modes) / 4)];
 		break;
+	case OP_SETACL: case OP_REMOVEACL:
+		acl_generate(s, op);
+		break;
 	default:
 		break;
 	}
+	if (creates(op))
+		op->umask = acl_gen_umask(s);
 }
 
 void ops_generate(uint64_t seed, struct op *ops, size_t n)
@@ -426,7 +437,7 @@ static unsigned char *reserve(struct res *r, size_t n)
 	return r->buf;
 }
 
-static void append(struct res *r, const void *p, size_t n)
+void append(struct res *r, const void *p, size_t n)
 {
 	reserve(r, r->len + n + 1);
 	memcpy(r->buf + r->len, p, n);
@@ -494,7 +505,7 @@ static void track_times(const struct op *op, struct side *s, const struct res *r
 					     (op->at[1][1] != UTIME_OMIT ? LOOSE_MTIME : 0), 0);
 }
 
-static void set_ret(struct res *r, long long ret)
+void set_ret(struct res *r, long long ret)
 {
 	r->err = ret < 0 ? errno : 0;
 	r->ret = ret < 0 ? -1 : ret;
@@ -745,6 +756,8 @@ void op_run(const struct op *op, struct side *s, struct res *r)
 	r->has_attrs = 0;
 	r->len = 0;
 	reserve(r, 1); /* never NULL, even with nothing in it */
+	if (op->umask)
+		umask(op->umask);
 	errno = 0;
 	switch (op->kind) {
 	case OP_OPEN:
@@ -864,7 +877,17 @@ void op_run(const struct op *op, struct side *s, struct res *r)
 	case OP_COPY:
 		run_copy(op, s, r);
 		break;
+	case OP_SETACL: case OP_REMOVEACL:
+		acl_run(op, s, p1, r);
+		break;
 	}
+	if (op->umask)
+		umask(0); /* acl_ops.c invariant 3 */
+	if (r->ret >= 0 && (creates(op) || op->kind == OP_CHMOD))
+		acl_state(s, op->kind == OP_SYMLINK ? ACL_BY_LPATH : ACL_BY_PATH, p1, -1,
+			  op->kind == OP_CHMOD ? ACL_ACCESS_BIT : 0, r);
+	else if (r->ret >= 0 && op->kind == OP_FCHMOD)
+		acl_state(s, ACL_BY_FD, NULL, fd, ACL_ACCESS_BIT, r);
 	track_times(op, s, r);
 	/* a write's buffer is input, not output */
 	if (op->kind == OP_WRITE || op->kind == OP_PWRITE || op->kind == OP_SETXATTR ||
@@ -1042,6 +1065,9 @@ void op_format(const struct op *op, char *buf, size_t len)
 			 (unsigned long long)op->off, op->fd2, (unsigned long long)op->off2,
 			 (unsigned long long)op->len);
 		break;
+	case OP_SETACL: case OP_REMOVEACL:
+		acl_format(op, p1, buf, len);
+		break;
 	case OP_UTIMENS: case OP_FUTIMENS:
 		time_name(op->at[0], t0, sizeof(t0));
 		time_name(op->at[1], t1, sizeof(t1));
@@ -1051,4 +1077,6 @@ void op_format(const struct op *op, char *buf, size_t len)
 			snprintf(buf, len, "futimens fd%d atime=%s mtime=%s", op->fd, t0, t1);
 		break;
 	}
+	if (op->umask && strlen(buf) + 12 < len)
+		snprintf(buf + strlen(buf), len - strlen(buf), " umask 0%o", op->umask);
 }
