@@ -382,6 +382,117 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	fuse_reply_write(req, size);
 }
 
+/* copy_file_range(2) within the mount: the kernel sends COPY_FILE_RANGE
+ * (after writing back both ranges' dirty pages) and kvfs copies the bytes
+ * in the store, never through the kernel, COPY_CHUNK bytes an op so a large
+ * copy is several commits that each stay a modest transaction. The bytes
+ * are copied as a read and a write would copy them (holes in the source
+ * become zeros in the destination, as on ext4). */
+#define COPY_CHUNK (1u << 20)
+
+struct copy_args {
+	uint64_t in, out, off_in, off_out;
+	size_t len;             /* this op's piece */
+	unsigned char *buf;     /* COPY_CHUNK bytes */
+	struct iovec *iov;      /* READ_IOV_MAX */
+	size_t copied;          /* result: 0 at the source's end */
+	int blocks_changed;     /* result */
+};
+
+static int apply_copy(kv_txn *t, void *arg)
+{
+	struct copy_args *a = arg;
+	struct kv_inode src, dst;
+	uint64_t nblocks;
+	size_t at = 0;
+	ssize_t n;
+	int rc, cnt;
+
+	a->copied = 0;
+	a->blocks_changed = 0;
+	rc = get_file(t, a->in, &src, -EINVAL);
+	if (!rc)
+		rc = get_file(t, a->out, &dst, -EINVAL);
+	if (rc)
+		return rc;
+	/* the bytes leave the map before the write changes any page */
+	n = kv_data_read(t, a->in, src.size, a->off_in, a->len, a->iov, READ_IOV_MAX, &cnt);
+	if (n <= 0)
+		return (int)n;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(a->buf + at, a->iov[i].iov_base, a->iov[i].iov_len);
+		at += a->iov[i].iov_len;
+	}
+	if (kv_txn_reserved(t) && a->off_out + (uint64_t)n > dst.size)
+		return -ENOSPC; /* it adds data: the image is full */
+	nblocks = dst.nblocks;
+	rc = kv_data_write(t, &dst, a->off_out, a->buf, (size_t)n);
+	if (rc)
+		return rc;
+	a->blocks_changed = dst.nblocks != nblocks;
+	if (!fs.cfg.writeback) /* as apply_write: the kernel owns them with it */
+		dst.mtime_ns = dst.ctime_ns = fs_now_ns();
+	a->copied = (size_t)n;
+	return kv_inode_put(t, &dst);
+}
+
+int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_out, size_t len,
+		     size_t *copied)
+{
+	struct copy_args a = {.in = in, .out = out};
+	int rc = 0, changed = 0;
+
+	*copied = 0;
+	if (off_in > INT64_MAX || off_out > INT64_MAX || len > INT64_MAX - off_out)
+		return -EINVAL;
+	a.buf = malloc(COPY_CHUNK);
+	a.iov = malloc(READ_IOV_MAX * sizeof(*a.iov));
+	if (!a.buf || !a.iov) {
+		rc = -ENOMEM;
+		goto free_bufs;
+	}
+	while (*copied < len) {
+		a.off_in = off_in + *copied;
+		a.off_out = off_out + *copied;
+		a.len = len - *copied < COPY_CHUNK ? len - *copied : COPY_CHUNK;
+		rc = fs_write(apply_copy, &a, 0);
+		if (rc || a.copied == 0)
+			break;
+		changed |= a.blocks_changed;
+		*copied += a.copied;
+	}
+	if (changed)
+		notify_blocks(out);
+	if (*copied && fs.cfg.writeback)
+		fs_itable_drop_appends(out); /* as a write(2) of the same bytes */
+	if (*copied) /* a short count, as write(2) gives, for what was copied */
+		rc = 0;
+free_bufs:
+	free(a.iov);
+	free(a.buf);
+	return rc;
+}
+
+void fs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			   struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	size_t copied;
+	int rc;
+
+	(void)fi_in;
+	(void)fi_out;
+	if (flags || off_in < 0 || off_out < 0)
+		rc = -EINVAL;
+	else
+		rc = fs_do_copy_range(ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len,
+				      &copied);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, copied);
+}
+
 /* Zeros stored by one allocating op: 16 MiB of default blocks, so a large
  * fallocate is several commits that each stay a modest transaction. */
 #define ALLOC_CHUNK 4096

@@ -276,6 +276,12 @@ int fs_do_symlink(const char *target, uint64_t parent, const char *name,
 int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
 		 struct stat *out);
 int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out);
+/* file.c: copy_file_range(2): up to len bytes of file in at off_in copied
+ * to file out at off_out, *copied of them (fewer at the source's end; a
+ * short count when a later piece fails). -EISDIR, -EINVAL (not a regular
+ * file), -ENOSPC, -EIO. */
+int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_out, size_t len,
+		     size_t *copied);
 /* xattr.c: setxattr(2), with what an access ACL does to the mode (c: the
  * caller, for the set-group-ID bit). */
 int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t size, int flags,
@@ -344,6 +350,9 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		     struct fuse_file_info *fi);
+void fs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			   struct fuse_file_info *fi_out, size_t len, int flags);
 void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 struct fuse_file_info *fi);
 

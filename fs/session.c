@@ -72,6 +72,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.removexattr = fs_op_removexattr,
 	.create = fs_op_create,
 	.fallocate = fs_op_fallocate,
+	.copy_file_range = fs_op_copy_file_range,
 	.lseek = fs_op_lseek,
 };
 

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "fs.h"
+#include "fsfix.h"
 #include "kv_int.h"
 #include "testutil.h"
 
@@ -66,19 +66,8 @@ static const struct fs_cred user = {.uid = 1000, .gid = 1000};
  * no session. */
 static int fs_setup(void **state)
 {
-	struct tu_image *im;
-
-	if (tu_setup(state))
+	if (fsfix_setup(state))
 		return -1;
-	im = *state;
-	memset(&fs, 0, sizeof(fs));
-	fs.env = im->env;
-	fs.block_size = kv_block_size(im->env);
-	fs.cfg.durability = KV_DURABLE_NONE;
-	fs.cfg.atime = FS_ATIME_NOATIME;
-	fs.cfg.timeout = 1;
-	fs.cfg.max_write = 1 << 20;
-	fs.cfg.threads = 1;
 	fs.cfg.cache_dir = 1;
 	fs.cfg.readdirplus = 1;
 	return 0;

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "fs.h"
+#include "fsfix.h"
 #include "kv_int.h"
 #include "testutil.h"
 
@@ -33,34 +33,6 @@ int __wrap_kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags)
 {
 	write_flags = flags;
 	return __real_kv_write(env, apply, arg, flags);
-}
-
-static int setup(void **state)
-{
-	struct tu_image *im;
-
-	if (tu_setup(state))
-		return -1;
-	im = *state;
-	memset(&fs, 0, sizeof(fs));
-	fs.env = im->env;
-	fs.block_size = kv_block_size(im->env);
-	fs.cfg.durability = KV_DURABLE_NONE;
-	fs.cfg.atime = FS_ATIME_NOATIME;
-	fs.cfg.timeout = 1;
-	fs.cfg.max_write = 1 << 20;
-	fs.cfg.threads = 1;
-	fs.cfg.acl = 1;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	uint64_t refs = fs_itable_count();
-
-	tu_teardown(state);
-	memset(&fs, 0, sizeof(fs));
-	return refs ? -1 : 0;
 }
 
 /* An ACL (posix_acl_xattr encoding) of n entries given as tag, perm, id. */
@@ -223,9 +195,9 @@ static void setfacl_sets_mode(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(umask_without_default, setup, teardown),
-		cmocka_unit_test_setup_teardown(create_inherits, setup, teardown),
-		cmocka_unit_test_setup_teardown(setfacl_sets_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(umask_without_default, fsfix_setup, fsfix_teardown),
+		cmocka_unit_test_setup_teardown(create_inherits, fsfix_setup, fsfix_teardown),
+		cmocka_unit_test_setup_teardown(setfacl_sets_mode, fsfix_setup, fsfix_teardown),
 	};
 
 	if (fs_itable_init())
