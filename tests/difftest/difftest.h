@@ -5,6 +5,7 @@
  *
  *   ops.c       the operations: generate from a seed, run on one side, print
  *   acl_ops.c   the POSIX ACL operations and the umask of creates
+ *   copy_ops.c  copy_file_range
  *   compare.c   what counts as agreeing: results of an op, attributes
  *   tree.c      compare two trees; remove a tree
  *   difftest.c  the command line, a run of both sides, and the reduction of a
@@ -54,7 +55,7 @@ struct op {
 	int32_t uid, gid;
 	uint64_t off, len;
 	uint64_t off2;    /* copy_file_range: the output offset */
-	uint8_t fd2;      /* copy_file_range: the output fd slot */
+	uint8_t fd2;      /* copy_file_range: the output fd slot (copy_ops.c) */
 	uint32_t dseed;   /* the bytes written */
 	int64_t at[2][2]; /* utimens: atime, mtime as sec, nsec (UTIME_NOW/UTIME_OMIT) */
 	uint16_t umask;   /* a create's umask (the process's is 0 between ops) */
@@ -97,13 +98,20 @@ extern int ops_seek_holes;
 void op_run(const struct op *op, struct side *s, struct res *r);
 void op_format(const struct op *op, char *buf, size_t len);
 void res_free(struct res *r);
-/* shared with acl_ops.c: the generator's random numbers, a path pick
- * (ANY, DIR_NAME, FILE_NAME: the kind of name it prefers), results */
+/* shared with acl_ops.c and copy_ops.c: the generator's random numbers, a
+ * path pick (ANY, DIR_NAME, FILE_NAME: the kind of name it prefers), offsets
+ * and lengths (far_off: now and then a far one in place of near), a path and
+ * its printable name, results */
 enum { ANY, DIR_NAME, FILE_NAME };
 uint64_t rnd(uint64_t *s);
 uint64_t below(uint64_t *s, uint64_t n);
 int chance(uint64_t *s, unsigned pct);
 uint8_t pick_path(uint64_t *s, int want);
+uint64_t gen_off(uint64_t *s);
+uint64_t far_off(uint64_t *s, uint64_t near);
+uint64_t gen_len(uint64_t *s);
+const char *op_path(int i);
+const char *op_path_name(int i);
 void set_ret(struct res *r, long long ret);
 void append(struct res *r, const void *p, size_t n);
 
@@ -121,6 +129,11 @@ enum { ACL_BY_PATH, ACL_BY_LPATH, ACL_BY_FD };
 #define ACL_ACCESS_BIT 1
 #define ACL_DEFAULT_BIT 2
 void acl_state(struct side *s, int how, const char *path, int fd, int acls, struct res *r);
+
+/* copy_ops.c: fields of an OP_COPY, its run and its line */
+void copy_generate(uint64_t *s, struct op *op);
+void copy_run(const struct op *op, struct side *s, struct res *r);
+void copy_format(const struct op *op, char *buf, size_t len);
 
 /* compare.c */
 void attrs_of(const struct stat *st, struct attrs *a);

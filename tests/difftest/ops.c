@@ -91,7 +91,7 @@ static const uint8_t weights[OP_NKINDS] = {
 	[OP_READLINK] = 2, [OP_MKFIFO] = 1, [OP_SETXATTR] = 3, [OP_FSETXATTR] = 1,
 	[OP_REMOVEXATTR] = 2, [OP_GETXATTR] = 2, [OP_LISTXATTR] = 1, [OP_CHMOD] = 2,
 	[OP_FCHMOD] = 1, [OP_CHOWN] = 1, [OP_UTIMENS] = 2, [OP_FUTIMENS] = 1,
-	[OP_READDIR] = 3, [OP_READFILE] = 3, [OP_MMAP] = 3, [OP_COPY] = 2, [OP_SETACL] = 5,
+	[OP_READDIR] = 3, [OP_READFILE] = 3, [OP_MMAP] = 3, [OP_COPY] = 5, [OP_SETACL] = 5,
 	[OP_REMOVEACL] = 2,
 };
 
@@ -152,7 +152,7 @@ uint8_t pick_path(uint64_t *s, int want)
 
 /* Offsets: mostly inside the first blocks, often on either side of a block
  * boundary of kvfs (4072) or of a page (4096), sometimes far (sparse). */
-static uint64_t gen_off(uint64_t *s)
+uint64_t gen_off(uint64_t *s)
 {
 	unsigned r = (unsigned)below(s, 100);
 	uint64_t k = below(s, 20), d = below(s, 7);
@@ -173,7 +173,7 @@ static uint64_t gen_off(uint64_t *s)
  * and just under it, and "negative" values (as off_t). They reach kvfs as
  * huge WRITE, READ, SETATTR size and FALLOCATE requests (or are refused by
  * the kernel alike on both sides). */
-static uint64_t far_off(uint64_t *s, uint64_t near)
+uint64_t far_off(uint64_t *s, uint64_t near)
 {
 	static const uint64_t far[] = {
 		(1ULL << 31) - 1, 1ULL << 31, (1ULL << 32) + 5, 1ULL << 40, (1ULL << 44) - 3,
@@ -186,7 +186,7 @@ static uint64_t far_off(uint64_t *s, uint64_t near)
 	return far[below(s, sizeof(far) / sizeof(far[0]))] - below(s, 3);
 }
 
-static uint64_t gen_len(uint64_t *s)
+uint64_t gen_len(uint64_t *s)
 {
 	unsigned r = (unsigned)below(s, 100);
 
@@ -320,10 +320,7 @@ static void gen_one(uint64_t *s, struct op *op)
 		op->dseed = (uint32_t)rnd(s);
 		break;
 	case OP_COPY:
-		op->fd2 = (uint8_t)below(s, NFDS);
-		op->off = gen_off(s);
-		op->off2 = gen_off(s);
-		op->len = gen_len(s);
+		copy_generate(s, op);
 		break;
 	case OP_LSEEK:
 		/* SEEK_SET, SEEK_CUR, SEEK_END; with --seek SEEK_DATA, SEEK_HOLE */
@@ -490,12 +487,9 @@ static void track_times(const struct op *op, struct side *s, const struct res *r
 		return;
 	/* with the writeback cache the kernel reads the page a partial write
 	 * lands in, through the writer's fd: kvfs cannot tell that READ from a
-	 * user's when the fd is open for reading too */
-	if (op->kind == OP_COPY)
-		fd = s->fds[op->fd2];
-	if ((op->kind == OP_WRITE || op->kind == OP_PWRITE || op->kind == OP_MMAP ||
-	     op->kind == OP_COPY) && r->ret > 0 &&
-	    (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR && fstat(fd, &st) == 0)
+	 * user's when the fd is open for reading too (a copy's: copy_ops.c) */
+	if ((op->kind == OP_WRITE || op->kind == OP_PWRITE || op->kind == OP_MMAP) &&
+	    r->ret > 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR && fstat(fd, &st) == 0)
 		loose_set(st.st_ino, LOOSE_ATIME, 1);
 	if (op->kind == OP_FUTIMENS && fstat(fd, &st) == 0)
 		loose_set(st.st_ino, (op->at[0][1] != UTIME_OMIT ? LOOSE_ATIME : 0) |
@@ -735,14 +729,6 @@ static void run_mmap(const struct op *op, struct side *s, struct res *r)
 	munmap(p, end - pg);
 }
 
-static void run_copy(const struct op *op, struct side *s, struct res *r)
-{
-	loff_t in = (loff_t)op->off, out = (loff_t)op->off2;
-	ssize_t n = copy_file_range(s->fds[op->fd], &in, s->fds[op->fd2], &out, op->len, 0);
-
-	set_ret(r, n);
-}
-
 void op_run(const struct op *op, struct side *s, struct res *r)
 {
 	const char *p1 = paths[op->p1], *p2 = paths[op->p2];
@@ -875,7 +861,7 @@ void op_run(const struct op *op, struct side *s, struct res *r)
 		run_mmap(op, s, r);
 		break;
 	case OP_COPY:
-		run_copy(op, s, r);
+		copy_run(op, s, r);
 		break;
 	case OP_SETACL: case OP_REMOVEACL:
 		acl_run(op, s, p1, r);
@@ -904,7 +890,12 @@ void res_free(struct res *r)
 
 /* -------------------------------------------------------------- format -- */
 
-static const char *path_name(int i)
+const char *op_path(int i)
+{
+	return paths[i];
+}
+
+const char *op_path_name(int i)
 {
 	return i == P_L255 ? "<255 x n>" : i == P_L256 ? "<256 x n>" : paths[i];
 }
@@ -954,7 +945,8 @@ static void time_name(const int64_t t[2], char *buf, size_t len)
 
 void op_format(const struct op *op, char *buf, size_t len)
 {
-	const char *k = kind_names[op->kind], *p1 = path_name(op->p1), *p2 = path_name(op->p2);
+	const char *k = kind_names[op->kind], *p1 = op_path_name(op->p1);
+	const char *p2 = op_path_name(op->p2);
 	const char *nof = op->flags & AT_SYMLINK_NOFOLLOW ? " nofollow" : "";
 	static const char *const whence[] = {"SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA",
 					     "SEEK_HOLE"};
@@ -1061,9 +1053,7 @@ void op_format(const struct op *op, char *buf, size_t len)
 			snprintf(strstr(buf, "#N"), 20, "#%u), msync", op->dseed);
 		break;
 	case OP_COPY:
-		snprintf(buf, len, "copy_file_range fd%d off=%llu -> fd%d off=%llu len=%llu", op->fd,
-			 (unsigned long long)op->off, op->fd2, (unsigned long long)op->off2,
-			 (unsigned long long)op->len);
+		copy_format(op, buf, len);
 		break;
 	case OP_SETACL: case OP_REMOVEACL:
 		acl_format(op, p1, buf, len);

@@ -10,7 +10,8 @@
  * utimensat, times that change with the data, set-group-ID and sticky
  * directories), extended attributes, statfs and the syncs, and a write by one
  * process read by another. posix_names.c has names, rename, directory
- * listings and objects removed while open.
+ * listings and objects removed while open; posix_acl.c POSIX ACLs;
+ * posix_copy.c copy_file_range.
  *
  * The suite passes on tmpfs as well, the reference run:
  *     posix_ops /dev/shm/somedir
@@ -1030,6 +1031,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_seek_data_hole),
 		cmocka_unit_test(test_fallocate),
 		cmocka_unit_test(test_zero_range),
+		cmocka_unit_test(test_copy_file_range),
 		cmocka_unit_test(test_acl_access),
 		cmocka_unit_test_setup_teardown(test_acl_default, px_umask_save, px_umask_restore),
 		cmocka_unit_test(test_mkdir_rmdir),

@@ -1,7 +1,8 @@
 /*
  * posix_ops.h - helpers shared by the files of the posix_ops suite
  * (posix_ops.c: files, data, attributes, xattrs; posix_names.c: names,
- * rename, listings, removed-but-open objects; posix_acl.c: POSIX ACLs).
+ * rename, listings, removed-but-open objects; posix_acl.c: POSIX ACLs;
+ * posix_copy.c: copy_file_range).
  *
  * Every test starts with px_enter(name): it makes DIR/name and changes into
  * it, so the tests use plain relative paths and never see each other's files.
@@ -70,5 +71,8 @@ void test_acl_access(void **state);
 void test_acl_default(void **state); /* changes the umask: */
 int px_umask_save(void **state);     /* its setup */
 int px_umask_restore(void **state);  /* and teardown */
+
+/* posix_copy.c */
+void test_copy_file_range(void **state);
 
 #endif
