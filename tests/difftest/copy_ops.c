@@ -237,7 +237,7 @@ void copy_run(const struct op *op, struct side *s, struct res *r)
 
 	if (op->mode & CP_IN_PATH) {
 		in = in_own = openat(s->dfd, op_path(op->p1),
-				     modes[op->name & 15].flags | O_NONBLOCK);
+				     modes[op->name & 15].flags | O_NONBLOCK, 0644);
 		if (in < 0) {
 			set_ret(r, -1);
 			append(r, "open in", 7);
@@ -245,8 +245,10 @@ void copy_run(const struct op *op, struct side *s, struct res *r)
 		}
 	}
 	if (op->mode & CP_OUT_PATH) {
+		/* O_CREAT takes its mode from here: without one it was
+		 * whatever the register held, not the same on both sides */
 		out = out_own = openat(s->dfd, op_path(op->p2),
-				       modes[op->name >> 4].flags | O_NONBLOCK);
+				       modes[op->name >> 4].flags | O_NONBLOCK, 0644);
 		if (out < 0) {
 			set_ret(r, -1);
 			append(r, "open out", 8);
