@@ -118,104 +118,86 @@ int kv_acl_check(const void *val, size_t len)
 	return state == S_DONE ? 0 : -EINVAL;
 }
 
-int kv_acl_mode(const void *val, size_t len, uint32_t *mode)
+/* The three entries of a checked ACL (invariant 2) that the mode's classes
+ * stand for: the owner's, the group class's (the mask entry, or the owning
+ * group's without one) and other's. Returns 1 when the ACL has a mask or
+ * named entries: it says more than a mode can. */
+static int classes(unsigned char *p, size_t len, unsigned char **owner, unsigned char **group,
+		   unsigned char **other)
 {
-	const unsigned char *p = val;
-	uint32_t m = *mode & ~(uint32_t)0777;
-	int named = 0, rc = kv_acl_check(val, len);
+	unsigned char *mask = NULL;
+	int named = 0;
 
-	if (rc)
-		return rc;
+	*owner = *group = *other = NULL; /* each found: the ACL was checked */
 	for (size_t i = 0; i < (len - 4) / 8; i++) {
-		const unsigned char *e = p + 4 + 8 * i;
+		unsigned char *e = p + 4 + 8 * i;
 
 		switch (tag_of(e)) {
 		case KV_ACL_USER_OBJ:
-			m |= perm_of(e) << 6;
+			*owner = e;
 			break;
-		case KV_ACL_GROUP_OBJ: /* a mask entry comes later, and wins */
+		case KV_ACL_GROUP_OBJ:
+			*group = e;
+			break;
 		case KV_ACL_MASK:
-			m = (m & ~(uint32_t)070) | perm_of(e) << 3;
-			named |= tag_of(e) == KV_ACL_MASK;
+			mask = e;
+			named = 1;
 			break;
 		case KV_ACL_OTHER:
-			m |= perm_of(e);
+			*other = e;
 			break;
 		default:
 			named = 1;
 			break;
 		}
 	}
-	*mode = m;
+	if (mask)
+		*group = mask;
 	return named;
 }
 
-int kv_acl_chmod(void *val, size_t len, uint32_t mode)
+int kv_acl_mode(const void *val, size_t len, uint32_t *mode)
 {
-	unsigned char *p = val, *group = NULL, *mask = NULL;
+	unsigned char *owner, *group, *other;
 	int rc = kv_acl_check(val, len);
 
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < (len - 4) / 8; i++) {
-		unsigned char *e = p + 4 + 8 * i;
+	/* classes() reads through p here: nothing is written */
+	rc = classes((unsigned char *)val, len, &owner, &group, &other);
+	*mode = (*mode & ~(uint32_t)0777) | perm_of(owner) << 6 | perm_of(group) << 3 |
+		perm_of(other);
+	return rc;
+}
 
-		switch (tag_of(e)) {
-		case KV_ACL_USER_OBJ:
-			perm_set(e, (mode >> 6) & 7);
-			break;
-		case KV_ACL_GROUP_OBJ:
-			group = e;
-			break;
-		case KV_ACL_MASK:
-			mask = e;
-			break;
-		case KV_ACL_OTHER:
-			perm_set(e, mode & 7);
-			break;
-		}
-	}
-	perm_set(mask ? mask : group, (mode >> 3) & 7);
+int kv_acl_chmod(void *val, size_t len, uint32_t mode)
+{
+	unsigned char *owner, *group, *other;
+	int rc = kv_acl_check(val, len);
+
+	if (rc)
+		return rc;
+	classes(val, len, &owner, &group, &other);
+	perm_set(owner, (mode >> 6) & 7);
+	perm_set(group, (mode >> 3) & 7);
+	perm_set(other, mode & 7);
 	return 0;
 }
 
 int kv_acl_create(void *acl, size_t len, uint32_t *mode)
 {
-	unsigned char *p = acl, *group = NULL, *mask = NULL;
-	uint32_t m = *mode & 0777;
-	int named = 0, rc = kv_acl_check(acl, len);
+	unsigned char *owner, *group, *other;
+	int named, rc = kv_acl_check(acl, len);
 
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < (len - 4) / 8; i++) {
-		unsigned char *e = p + 4 + 8 * i;
-
-		switch (tag_of(e)) {
-		case KV_ACL_USER_OBJ:
-			perm_set(e, perm_of(e) & (m >> 6));
-			m &= perm_of(e) << 6 | ~(uint32_t)0700;
-			break;
-		case KV_ACL_GROUP_OBJ:
-			group = e;
-			break;
-		case KV_ACL_MASK:
-			mask = e;
-			named = 1;
-			break;
-		case KV_ACL_OTHER:
-			perm_set(e, perm_of(e) & m);
-			m &= perm_of(e) | ~(uint32_t)07;
-			break;
-		default:
-			named = 1;
-			break;
-		}
-	}
-	if (!mask)
-		mask = group;
-	perm_set(mask, perm_of(mask) & (m >> 3));
-	m &= perm_of(mask) << 3 | ~(uint32_t)070;
-	*mode = (*mode & ~(uint32_t)0777) | (m & 0777);
+	named = classes(acl, len, &owner, &group, &other);
+	/* each class keeps what both the ACL and the mode asked for give it */
+	perm_set(owner, perm_of(owner) & (*mode >> 6));
+	perm_set(group, perm_of(group) & (*mode >> 3));
+	perm_set(other, perm_of(other) & *mode);
+	*mode = (*mode & ~(uint32_t)0777) | perm_of(owner) << 6 | perm_of(group) << 3 |
+		perm_of(other);
 	return named;
 }
 
