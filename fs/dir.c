@@ -124,25 +124,18 @@ struct mk_args {
 static int create_acl(kv_txn *t, const struct mk_args *a, struct kv_inode *in)
 {
 	unsigned char acl[KV_ACL_SIZE_MAX];
-	const void *val;
 	size_t len;
 	int rc;
 
 	if (S_ISLNK(in->mode))
 		return 0;
-	rc = fs.cfg.acl ? kv_xattr_get(t, a->parent, KV_ACL_DEFAULT, &val, &len) : -ENODATA;
+	rc = fs_acl_get(t, a->parent, KV_ACL_DEFAULT, acl, &len);
 	if (rc == -ENODATA) {
 		in->mode &= ~(a->cred->umask & 0777);
 		return 0;
 	}
 	if (rc)
 		return rc;
-	if (kv_acl_check(val, len)) {
-		fs_log("directory %llu: a damaged default ACL (fsck.kvfs repairs it)",
-		       (unsigned long long)a->parent);
-		return -EIO;
-	}
-	memcpy(acl, val, len);
 	if (S_ISDIR(in->mode)) {
 		rc = kv_xattr_set(t, in->ino, KV_ACL_DEFAULT, acl, len, 0);
 		if (rc)
@@ -319,20 +312,6 @@ int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct sta
 	return 0;
 }
 
-/* The caller, with the groups a create of mode needs (struct fs_cred). */
-static void caller(fuse_req_t req, uint32_t mode, struct fs_cred *c, gid_t *groups)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	int n = 0;
-
-	if ((mode & S_ISGID) && !S_ISDIR(mode) && ctx->uid != 0) {
-		n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
-		n = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
-	}
-	*c = (struct fs_cred){.uid = ctx->uid, .gid = ctx->gid, .ngroups = n, .groups = groups,
-			      .umask = ctx->umask};
-}
-
 /* The entry (or create) reply of a core's result. */
 static void reply_entry(fuse_req_t req, int rc, const struct stat *st, struct fuse_file_info *fi)
 {
@@ -358,7 +337,7 @@ void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	struct fs_cred c;
 	struct stat st;
 
-	caller(req, mode, &c, groups);
+	fs_caller(req, (mode & S_ISGID) && !S_ISDIR(mode), &c, groups);
 	reply_entry(req, fs_do_mknod(parent, name, mode, rdev, &c, &st), &st, NULL);
 }
 
@@ -367,7 +346,7 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	struct fs_cred c;
 	struct stat st;
 
-	caller(req, S_IFDIR, &c, NULL);
+	fs_caller(req, 0, &c, NULL);
 	reply_entry(req, fs_do_mkdir(parent, name, mode, &c, &st), &st, NULL);
 }
 
@@ -376,7 +355,7 @@ void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const ch
 	struct fs_cred c;
 	struct stat st;
 
-	caller(req, S_IFLNK, &c, NULL);
+	fs_caller(req, 0, &c, NULL);
 	reply_entry(req, fs_do_symlink(link, parent, name, &c, &st), &st, NULL);
 }
 
@@ -387,7 +366,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	struct fs_cred c;
 	struct stat st;
 
-	caller(req, S_IFREG | mode, &c, groups);
+	fs_caller(req, mode & S_ISGID, &c, groups);
 	reply_entry(req, fs_do_create(parent, name, mode, &c, &st), &st, fi);
 }
 

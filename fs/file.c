@@ -107,12 +107,22 @@ static void reply_iov(fuse_req_t req, struct iovec *iov, int cnt, size_t len)
 	fuse_reply_none(req);
 }
 
+/* The cnt segments at iov, one after another into buf. */
+static void iov_gather(void *buf, const struct iovec *iov, int cnt)
+{
+	size_t pos = 0;
+
+	for (int i = 0; i < cnt; i++) {
+		memcpy((char *)buf + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+}
+
 /* Too many segments for one writev: gather into a per-thread buffer. */
 static void reply_copy(fuse_req_t req, const struct iovec *iov, int cnt, size_t len)
 {
 	static __thread char *buf;
 	static __thread size_t cap;
-	size_t pos = 0;
 
 	if (cap < len) {
 		free(buf);
@@ -123,10 +133,7 @@ static void reply_copy(fuse_req_t req, const struct iovec *iov, int cnt, size_t 
 			return;
 		}
 	}
-	for (int i = 0; i < cnt; i++) {
-		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
-		pos += iov[i].iov_len;
-	}
+	iov_gather(buf, iov, cnt);
 	fuse_reply_buf(req, buf, len);
 }
 
@@ -404,7 +411,6 @@ static int apply_copy(kv_txn *t, void *arg)
 	struct copy_args *a = arg;
 	struct kv_inode src, dst;
 	uint64_t nblocks;
-	size_t at = 0;
 	ssize_t n;
 	int rc, cnt;
 
@@ -419,10 +425,7 @@ static int apply_copy(kv_txn *t, void *arg)
 	n = kv_data_read(t, a->in, src.size, a->off_in, a->len, a->iov, READ_IOV_MAX, &cnt);
 	if (n <= 0)
 		return (int)n;
-	for (int i = 0; i < cnt; i++) {
-		memcpy(a->buf + at, a->iov[i].iov_base, a->iov[i].iov_len);
-		at += a->iov[i].iov_len;
-	}
+	iov_gather(a->buf, a->iov, cnt);
 	if (kv_txn_reserved(t) && a->off_out + (uint64_t)n > dst.size)
 		return -ENOSPC; /* it adds data: the image is full */
 	nblocks = dst.nblocks;

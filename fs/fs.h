@@ -242,6 +242,11 @@ struct fs_cred {
 	uint32_t umask;
 };
 
+/* session.c: the caller of req into *c; its supplementary groups (into
+ * groups, NGROUPS_KEEP of them at most) only when need_groups and it is not
+ * root: reading them costs a read of /proc. */
+void fs_caller(fuse_req_t req, int need_groups, struct fs_cred *c, gid_t *groups);
+
 /* Whether the caller c is in group gid (its own or a supplementary one). */
 static inline int fs_cred_in_group(const struct fs_cred *c, uint32_t gid)
 {
@@ -282,6 +287,10 @@ int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct sta
  * file), -ENOSPC, -EIO. */
 int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_out, size_t len,
 		     size_t *copied);
+/* xattr.c: the ACL name (KV_ACL_ACCESS or KV_ACL_DEFAULT) of inode ino in
+ * t, copied into buf (KV_ACL_SIZE_MAX bytes), *len its length. -ENODATA:
+ * none, or ACLs are off (-o noacl); -EIO: a damaged one (logged). */
+int fs_acl_get(kv_txn *t, uint64_t ino, const char *name, unsigned char *buf, size_t *len);
 /* xattr.c: setxattr(2), with what an access ACL does to the mode (c: the
  * caller, for the set-group-ID bit). */
 int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t size, int flags,

@@ -375,18 +375,11 @@ static void set_times(struct kv_inode *in, const struct stat *at, int to_set, in
 static int chmod_acl(kv_txn *t, const struct kv_inode *in)
 {
 	unsigned char acl[KV_ACL_SIZE_MAX];
-	const void *val;
 	size_t len;
-	int rc = fs.cfg.acl ? kv_xattr_get(t, in->ino, KV_ACL_ACCESS, &val, &len) : -ENODATA;
+	int rc = fs_acl_get(t, in->ino, KV_ACL_ACCESS, acl, &len);
 
 	if (rc)
 		return rc == -ENODATA ? 0 : rc;
-	if (kv_acl_check(val, len)) {
-		fs_log("inode %llu: a damaged access ACL (fsck.kvfs repairs it)",
-		       (unsigned long long)in->ino);
-		return -EIO;
-	}
-	memcpy(acl, val, len);
 	kv_acl_chmod(acl, len, in->mode);
 	return kv_xattr_set(t, in->ino, KV_ACL_ACCESS, acl, len, 0);
 }

@@ -121,6 +121,19 @@ void fs_notify_inval(uint64_t ino, int64_t off, int64_t len)
 		fuse_lowlevel_notify_inval_inode(fs.se, ino, off, len);
 }
 
+void fs_caller(fuse_req_t req, int need_groups, struct fs_cred *c, gid_t *groups)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int n = 0;
+
+	if (need_groups && ctx->uid != 0) { /* root's groups never matter */
+		n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
+		n = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
+	}
+	*c = (struct fs_cred){.uid = ctx->uid, .gid = ctx->gid, .ngroups = n, .groups = groups,
+			      .umask = ctx->umask};
+}
+
 /* ------------------------------------------------------------- session -- */
 
 void fs_op_init(void *userdata, struct fuse_conn_info *conn)

@@ -51,6 +51,22 @@ struct xattr_args {
 	const struct fs_cred *cred; /* setxattr */
 };
 
+int fs_acl_get(kv_txn *t, uint64_t ino, const char *name, unsigned char *buf, size_t *len)
+{
+	const void *val;
+	int rc = fs.cfg.acl ? kv_xattr_get(t, ino, name, &val, len) : -ENODATA;
+
+	if (rc)
+		return rc;
+	if (kv_acl_check(val, *len)) {
+		fs_log("inode %llu: a damaged %s (fsck.kvfs repairs it)", (unsigned long long)ino,
+		       name);
+		return -EIO;
+	}
+	memcpy(buf, val, *len); /* out of the map: the caller changes pages */
+	return 0;
+}
+
 /* setfacl's access ACL: the mode's permission bits follow it; one the mode
  * says all of is not stored; the set-group-ID bit goes unless the caller
  * is in the file's group or root (the kernel would tell with
@@ -145,16 +161,10 @@ int fs_do_setxattr(uint64_t ino, const char *name, const void *value, size_t siz
 void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		    size_t size, int flags)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fs_cred c = {.uid = ctx->uid, .gid = ctx->gid};
 	gid_t groups[NGROUPS_KEEP];
+	struct fs_cred c;
 
-	if (c.uid != 0 && kv_acl_name(name) == KV_ACL_TYPE_ACCESS) {
-		int n = fuse_req_getgroups(req, NGROUPS_KEEP, groups);
-
-		c.ngroups = n < 0 ? 0 : (n > NGROUPS_KEEP ? NGROUPS_KEEP : n);
-		c.groups = groups;
-	}
+	fs_caller(req, kv_acl_name(name) == KV_ACL_TYPE_ACCESS, &c, groups);
 	fuse_reply_err(req, -fs_do_setxattr(ino, name, value, size, flags, &c));
 }
 
