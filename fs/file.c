@@ -390,27 +390,57 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 }
 
 /* copy_file_range(2) within the mount: the kernel sends COPY_FILE_RANGE
- * (after writing back both ranges' dirty pages) and kvfs copies the bytes
- * in the store, never through the kernel, COPY_CHUNK bytes an op so a large
- * copy is several commits that each stay a modest transaction. The bytes
- * are copied as a read and a write would copy them (holes in the source
- * become zeros in the destination, as on ext4). */
+ * (after writing back both ranges' dirty pages) and kvfs copies in the
+ * store, never through the kernel. Where the two offsets lie alike within
+ * a block, the whole blocks are shared (kv_data_share: the copy borrows
+ * the source's blocks, SHARE_CHUNK blocks an op, and a block is copied on
+ * its first change); the partial blocks at either end, and any range whose
+ * offsets differ within a block, are copied as a read and a write would,
+ * COPY_CHUNK bytes an op (holes in the source become zeros there, as on
+ * ext4; shared, they stay holes). Either way a large copy is several
+ * commits that each stay a modest transaction. */
 #define COPY_CHUNK (1u << 20)
+#define SHARE_CHUNK 65536
 
 struct copy_args {
 	uint64_t in, out, off_in, off_out;
-	size_t len;             /* this op's piece */
+	size_t len;             /* what is left to copy */
 	unsigned char *buf;     /* COPY_CHUNK bytes */
 	struct iovec *iov;      /* READ_IOV_MAX */
 	size_t copied;          /* result: 0 at the source's end */
 	int blocks_changed;     /* result */
 };
 
+/* Share the whole blocks of the op's range, if it starts on a block of
+ * both files: 1 when it did (a->copied set), 0 to copy, -errno. */
+static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
+		      struct kv_inode *dst)
+{
+	const uint64_t bs = fs.block_size;
+	uint64_t n = src->size - a->off_in < a->len ? src->size - a->off_in : a->len;
+	uint64_t blocks = n / bs, src_flags = src->flags;
+	int rc;
+
+	if (a->off_in % bs || a->off_out % bs || blocks == 0)
+		return 0;
+	if (blocks > SHARE_CHUNK)
+		blocks = SHARE_CHUNK;
+	if (kv_txn_reserved(t) && a->off_out + blocks * bs > dst->size)
+		return -ENOSPC; /* it adds records: the image is full */
+	rc = kv_data_share(t, dst, a->off_out / bs, src, a->off_in / bs, blocks);
+	if (!rc && src->flags != src_flags)
+		rc = kv_inode_put(t, src);
+	if (rc)
+		return rc;
+	a->copied = (size_t)(blocks * bs);
+	return 1;
+}
+
 static int apply_copy(kv_txn *t, void *arg)
 {
 	struct copy_args *a = arg;
 	struct kv_inode src, dst;
-	uint64_t nblocks;
+	uint64_t nblocks, len;
 	ssize_t n;
 	int rc, cnt;
 
@@ -419,23 +449,36 @@ static int apply_copy(kv_txn *t, void *arg)
 	rc = get_file(t, a->in, &src, -EINVAL);
 	if (!rc)
 		rc = get_file(t, a->out, &dst, -EINVAL);
-	if (rc)
+	if (rc || a->off_in >= src.size)
 		return rc;
-	/* the bytes leave the map before the write changes any page */
-	n = kv_data_read(t, a->in, src.size, a->off_in, a->len, a->iov, READ_IOV_MAX, &cnt);
-	if (n <= 0)
-		return (int)n;
-	iov_gather(a->buf, a->iov, cnt);
-	if (kv_txn_reserved(t) && a->off_out + (uint64_t)n > dst.size)
-		return -ENOSPC; /* it adds data: the image is full */
 	nblocks = dst.nblocks;
-	rc = kv_data_write(t, &dst, a->off_out, a->buf, (size_t)n);
-	if (rc)
-		return rc;
+	len = a->len < COPY_CHUNK ? a->len : COPY_CHUNK;
+	if (a->in != a->out && a->off_in % fs.block_size == a->off_out % fs.block_size) {
+		uint64_t head = (fs.block_size - a->off_out % fs.block_size) % fs.block_size;
+
+		rc = head ? 0 : share_copy(t, a, &src, &dst);
+		if (rc < 0)
+			return rc;
+		if (head && head < len)
+			len = head; /* up to the block boundary, then share */
+	}
+	if (!a->copied) {
+		/* the bytes leave the map before the write changes any page */
+		n = kv_data_read(t, a->in, src.size, a->off_in, (size_t)len, a->iov, READ_IOV_MAX,
+				 &cnt);
+		if (n <= 0)
+			return (int)n;
+		iov_gather(a->buf, a->iov, cnt);
+		if (kv_txn_reserved(t) && a->off_out + (uint64_t)n > dst.size)
+			return -ENOSPC; /* it adds data: the image is full */
+		rc = kv_data_write(t, &dst, a->off_out, a->buf, (size_t)n);
+		if (rc)
+			return rc;
+		a->copied = (size_t)n;
+	}
 	a->blocks_changed = dst.nblocks != nblocks;
 	if (!fs.cfg.writeback) /* as apply_write: the kernel owns them with it */
 		dst.mtime_ns = dst.ctime_ns = fs_now_ns();
-	a->copied = (size_t)n;
 	return kv_inode_put(t, &dst);
 }
 
@@ -457,7 +500,7 @@ int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_ou
 	while (*copied < len) {
 		a.off_in = off_in + *copied;
 		a.off_out = off_out + *copied;
-		a.len = len - *copied < COPY_CHUNK ? len - *copied : COPY_CHUNK;
+		a.len = len - *copied;
 		rc = fs_write(apply_copy, &a, 0);
 		if (rc || a.copied == 0)
 			break;

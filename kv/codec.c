@@ -15,7 +15,8 @@
 
 #include "kv_int.h"
 
-const char *const kv_db_names[KV_NDB] = {"meta", "inode", "dirent", "data", "xattr", "orphan"};
+const char *const kv_db_names[KV_NDB] = {"meta", "inode", "dirent", "data", "xattr", "orphan",
+					     "extent", "lend"};
 
 /* ---------------------------------------------------------- superblock -- */
 
@@ -198,8 +199,16 @@ int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *ou
 	case KV_DB_INODE:
 	case KV_DB_ORPHAN:
 		return klen == 8 ? 0 : -EIO;
+	case KV_DB_LEND:
+		if (klen != 32)
+			return -EIO;
+		out->idx = kv_get_be64(p + 8);
+		out->ino2 = kv_get_be64(p + 16);
+		out->idx2 = kv_get_be64(p + 24);
+		return 0;
 	case KV_DB_DIRENT:
 	case KV_DB_DATA:
+	case KV_DB_EXTENT:
 		if (klen != 16)
 			return -EIO;
 		if (db == KV_DB_DIRENT)
@@ -212,6 +221,61 @@ int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *ou
 		out->namelen = klen - 8;
 		return klen > 8 ? 0 : -EIO;
 	}
+}
+
+int kv_decode_extent(enum kv_db db, const void *key, size_t klen, const void *val,
+		     size_t vlen, struct kv_extent *x)
+{
+	const unsigned char *k = key, *v = val;
+
+	memset(x, 0, sizeof(*x));
+	if (db == KV_DB_EXTENT) {
+		if (klen != 16 || vlen != KV_EXTENT_VLEN)
+			return -EIO;
+		x->ino = kv_get_be64(k);
+		x->first = kv_get_be64(k + 8);
+		x->home = kv_get_le64(v);
+		x->hfirst = kv_get_le64(v + 8);
+		x->count = kv_get_le64(v + 16);
+	} else if (db == KV_DB_LEND) {
+		if (klen != 32 || vlen != KV_LEND_VLEN)
+			return -EIO;
+		x->home = kv_get_be64(k);
+		x->hfirst = kv_get_be64(k + 8);
+		x->ino = kv_get_be64(k + 16);
+		x->first = kv_get_be64(k + 24);
+		x->count = kv_get_le64(v);
+	} else {
+		return -EIO;
+	}
+	if (x->count == 0 || x->count > KV_EXTENT_MAX || x->first > UINT64_MAX - x->count ||
+	    x->hfirst > UINT64_MAX - x->count)
+		return -EIO;
+	return 0;
+}
+
+void kv_encode_extent(enum kv_db db, const struct kv_extent *x, void *key, size_t *klen,
+		      void *val, size_t *vlen)
+{
+	unsigned char *k = key, *v = val;
+
+	if (db == KV_DB_EXTENT) {
+		kv_put_be64(k, x->ino);
+		kv_put_be64(k + 8, x->first);
+		kv_put_le64(v, x->home);
+		kv_put_le64(v + 8, x->hfirst);
+		kv_put_le64(v + 16, x->count);
+		*klen = 16;
+		*vlen = KV_EXTENT_VLEN;
+		return;
+	}
+	kv_put_be64(k, x->home);
+	kv_put_be64(k + 8, x->hfirst);
+	kv_put_be64(k + 16, x->ino);
+	kv_put_be64(k + 24, x->first);
+	kv_put_le64(v, x->count);
+	*klen = 32;
+	*vlen = KV_LEND_VLEN;
 }
 
 size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf)
@@ -228,9 +292,16 @@ size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf)
 		return k->namelen;
 	case KV_DB_DIRENT:
 	case KV_DB_DATA:
+	case KV_DB_EXTENT:
 		kv_put_be64(p, k->ino);
 		kv_put_be64(p + 8, db == KV_DB_DIRENT ? k->hash : k->idx);
 		return 16;
+	case KV_DB_LEND:
+		kv_put_be64(p, k->ino);
+		kv_put_be64(p + 8, k->idx);
+		kv_put_be64(p + 16, k->ino2);
+		kv_put_be64(p + 24, k->idx2);
+		return 32;
 	case KV_DB_XATTR:
 		kv_put_be64(p, k->ino);
 		memcpy(p + 8, k->name, k->namelen);

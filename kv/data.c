@@ -40,8 +40,7 @@ static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
 	return (MDB_val){16, buf};
 }
 
-/* Check a block value; set *len to its data length. */
-static int block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
+int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
 {
 	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->mv_data, v->mv_size, len)) {
 	case KV_BLOCK_OK:
@@ -65,18 +64,26 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 
 	assert(kv_txn_mine(t));
 	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+	if (mrc == MDB_NOTFOUND && atomic_load_explicit(&t->env->shared, memory_order_acquire)) {
+		struct kv_extent x;
+		uint64_t next;
+
+		rc = kv_ext_find(t, ino, idx, &x, &next);
+		if (rc == 0)
+			rc = kv_ext_block(t, &x, idx, &v, len);
+		if (rc == 0)
+			*data = v.mv_data;
+		return rc;
+	}
 	if (mrc)
 		return kv_err(t, mrc, "get block");
-	rc = block_check(t, ino, idx, &v, len);
+	rc = kv_block_check(t, ino, idx, &v, len);
 	if (rc == 0)
 		*data = v.mv_data;
 	return rc;
 }
 
-/* Store a block. sum: its checksum computed beforehand, or NULL. flags:
- * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
- * nothing changed). */
-static int block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
+int kv_block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
 		     const uint64_t *sum, unsigned flags)
 {
 	unsigned char kb[16];
@@ -111,11 +118,11 @@ int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
 	return 0;
 }
 
-/* The image records that it holds unwritten blocks (feature bit), in t:
+/* The image records that it uses an incompatible feature (bit), in t:
  * decided from the superblock t holds, so an op rolled back and replayed
  * stores it again. e->super takes the bit too, so a commit's own store of
- * the superblock keeps it; a bit with no such block is harmless. */
-static int feature_set(kv_txn *t)
+ * the superblock keeps it; a bit with no such record is harmless. */
+int kv_feature_set(kv_txn *t, uint64_t bit)
 {
 	kv_env *e = t->env;
 	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
@@ -127,10 +134,10 @@ static int feature_set(kv_txn *t)
 		rc = kv_super_decode(v.mv_data, v.mv_size, &s);
 	if (rc)
 		return rc;
-	e->super.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
-	if (s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN)
+	e->super.feature_incompat |= bit;
+	if (s.feature_incompat & bit)
 		return 0;
-	s.feature_incompat |= KV_FEATURE_INCOMPAT_UNWRITTEN;
+	s.feature_incompat |= bit;
 	s.next_ino = e->next_ino > s.next_ino ? e->next_ino : s.next_ino;
 	return kv_super_store(t, &s);
 }
@@ -170,7 +177,7 @@ int kv_unwritten_add(kv_txn *t, int64_t delta)
 		n = (uint64_t)-delta > n ? 0 : n - (uint64_t)-delta; /* never below 0 */
 	else
 		n += (uint64_t)delta;
-	if (delta > 0 && (rc = feature_set(t)) != 0)
+	if (delta > 0 && (rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_UNWRITTEN)) != 0)
 		return rc;
 	return unwritten_put(t, n);
 }
@@ -195,7 +202,7 @@ int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 	if (mrc != MDB_NOTFOUND)
 		return kv_err(t, mrc, "count unwritten blocks");
 	*count = n;
-	rc = n ? feature_set(t) : 0;
+	rc = n ? kv_feature_set(t, KV_FEATURE_INCOMPAT_UNWRITTEN) : 0;
 	if (rc)
 		return rc;
 	rc = kv_unwritten_read(e, t->txn, &old);
@@ -255,10 +262,12 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 		     struct iovec *iov, int iovmax, int *iovcnt)
 {
 	const uint64_t bs = t->env->super.block_size;
+	const int shared = atomic_load_explicit(&t->env->shared, memory_order_acquire);
+	struct kv_extent xv = {0}; /* the extent last found (count 0: none) */
 	unsigned char kb[16];
 	uint64_t end, pos = off, idx;
 	MDB_cursor *c;
-	MDB_val k, v;
+	MDB_val k, v = {0, NULL};
 	size_t blen;
 	int mrc, rc, n = 0;
 
@@ -273,13 +282,34 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (pos < end) {
 		uint64_t next = UINT64_MAX; /* index of the block the cursor stands on */
+		MDB_val bv = v;
+		int borrowed = 0;
 
 		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			next = kv_get_be64((unsigned char *)k.mv_data + 8);
 		else if (mrc && mrc != MDB_NOTFOUND)
 			return kv_err(t, mrc, "read");
 		idx = pos / bs;
-		if (next != idx) { /* a hole up to the next stored block */
+		if (next != idx && shared) { /* not stored: borrowed (share.c)? */
+			uint64_t xnext;
+
+			if (!(xv.count && idx >= xv.first && idx - xv.first < xv.count)) {
+				rc = kv_ext_find(t, ino, idx, &xv, &xnext);
+				if (rc == -ENOENT) {
+					xv.count = 0;
+					next = xnext < next ? xnext : next;
+				} else if (rc) {
+					return rc;
+				}
+			}
+			if (xv.count) {
+				rc = kv_ext_block(t, &xv, idx, &bv, &blen);
+				if (rc)
+					return rc;
+				borrowed = 1;
+			}
+		}
+		if (next != idx && !borrowed) { /* a hole up to the next stored block */
 			uint64_t to = next != UINT64_MAX && next < end / bs + 1 ? next * bs : end;
 			if (to > end)
 				to = end;
@@ -289,13 +319,12 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 			pos = to; /* the cursor still stands on block next */
 			continue;
 		}
-		rc = block_check(t, ino, idx, &v, &blen);
-		if (rc)
+		if (!borrowed && (rc = kv_block_check(t, ino, idx, &v, &blen)) != 0)
 			return rc;
 		uint64_t boff = pos - idx * bs, bend = end - idx * bs < bs ? end - idx * bs : bs;
 		if (boff < blen) {
 			uint64_t seg = (bend < blen ? bend : blen) - boff;
-			rc = iov_add(iov, iovmax, &n, (unsigned char *)v.mv_data + boff, seg);
+			rc = iov_add(iov, iovmax, &n, (unsigned char *)bv.mv_data + boff, seg);
 			if (rc)
 				return rc;
 			pos += seg;
@@ -306,7 +335,8 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 				return rc;
 			pos = idx * bs + bend;
 		}
-		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		if (!borrowed)
+			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}
 	*iovcnt = n;
 	return (ssize_t)(end - off);
@@ -352,6 +382,15 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: wbuf */
 	end = off + len;
 	first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
+	if (in->flags & (KV_INODE_LENDS | KV_INODE_BORROWS)) {
+		/* lent blocks are copied to their borrowers, borrowed ones let go
+		 * (those kept in part become the file's own first): share.c */
+		uint64_t a = off / bs, b = (end - 1) / bs + 1;
+
+		rc = kv_share_prepare(t, in, a, b, off % bs || end - a * bs < bs, end % bs != 0);
+		if (rc)
+			return rc;
+	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, from = pos - idx * bs;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
@@ -377,13 +416,13 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				olen = bs;
 			else
 				olen = v.mv_size - KV_CSUM_LEN;
-			if (!(from == 0 && to >= olen) && (rc = block_check(t, in->ino, idx, &v, &olen)))
+			if (!(from == 0 && to >= olen) && (rc = kv_block_check(t, in->ino, idx, &v, &olen)))
 				return rc;
 		} else if (mrc != MDB_NOTFOUND) {
 			return kv_err(t, mrc, "get block");
 		}
 		if (from == 0 && to >= olen) {
-			rc = block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
+			rc = kv_block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
 		} else {
 			if (olen) /* a hole has no old bytes */
 				memcpy(w, v.mv_data, olen);
@@ -391,7 +430,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				memset(w + olen, 0, from - olen);
 			memcpy(w + from, src, to - from);
 			nlen = to > olen ? to : olen;
-			rc = block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
+			rc = kv_block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
 		}
 		if (rc == -EEXIST) {
 			/* a block past the end after all (a damaged image) */
@@ -416,7 +455,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 
 /* Zero [off, end) of the stored blocks: drop the blocks it covers whole,
  * zero or trim the others. Walks stored blocks only (invariant 4). */
-static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
+int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
 {
 	const uint64_t bs = t->env->super.block_size;
 	unsigned char kb[16];
@@ -428,6 +467,15 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 	size_t blen;
 	int mrc, rc;
 
+	if (off >= end)
+		return 0;
+	if (in->flags & (KV_INODE_LENDS | KV_INODE_BORROWS)) { /* as a write (share.c) */
+		uint64_t b = end == UINT64_MAX ? UINT64_MAX : (end - 1) / bs + 1;
+
+		rc = kv_share_prepare(t, in, idx, b, off % bs != 0, end != UINT64_MAX && end % bs);
+		if (rc)
+			return rc;
+	}
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)
 		return rc;
@@ -448,7 +496,7 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 		blen = v.mv_size > KV_CSUM_LEN ? v.mv_size - KV_CSUM_LEN : 0;
 		/* a block dropped whole needs no check (so damage can be cut out);
 		 * one partly kept is verified first */
-		if (!(from == 0 && to >= blen) && (rc = block_check(t, in->ino, idx, &v, &blen)))
+		if (!(from == 0 && to >= blen) && (rc = kv_block_check(t, in->ino, idx, &v, &blen)))
 			return rc;
 		if (kv_block_unwritten(&v) &&
 		    !(from == 0 && (to >= bs || idx * bs + to >= in->size))) {
@@ -468,7 +516,7 @@ static int zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end
 				blen = from; /* trim the tail */
 			else
 				memset(w + from, 0, to - from);
-			rc = block_put(t, in->ino, idx, w, blen, NULL, 0);
+			rc = kv_block_put(t, in->ino, idx, w, blen, NULL, 0);
 			if (rc)
 				return rc;
 		}
@@ -489,7 +537,7 @@ int kv_data_truncate(kv_txn *t, struct kv_inode *in, uint64_t size)
 	if (size > KV_FILE_MAX)
 		return -EFBIG;
 	if (size < in->size)
-		rc = zero_range(t, in, size, UINT64_MAX);
+		rc = kv_data_zero_range(t, in, size, UINT64_MAX);
 	if (rc == 0)
 		in->size = size;
 	return rc;
@@ -505,7 +553,7 @@ int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
 	if (off >= in->size || len == 0)
 		return 0;
 	end = len > in->size - off ? in->size : off + len;
-	return zero_range(t, in, off, end);
+	return kv_data_zero_range(t, in, off, end);
 }
 
 int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
@@ -543,9 +591,21 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		}
 		k = block_key(kb, in->ino, idx);
 		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+		if (mrc == MDB_NOTFOUND && (in->flags & KV_INODE_BORROWS)) {
+			struct kv_extent x;
+			uint64_t xnext;
+
+			rc = kv_ext_find(t, in->ino, idx, &x, &xnext);
+			if (rc == 0) { /* borrowed: written */
+				idx = x.first + x.count - 1;
+				continue;
+			}
+			if (rc != -ENOENT)
+				return rc;
+		}
 		if (mrc == MDB_NOTFOUND) {
 			/* unwritten: no bytes to store now, its page kept free */
-			rc = block_put(t, in->ino, idx, zeros, 0, NULL, 0);
+			rc = kv_block_put(t, in->ino, idx, zeros, 0, NULL, 0);
 			if (rc)
 				return rc;
 			in->nblocks++;
@@ -555,7 +615,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		}
 		if (mrc)
 			return kv_err(t, mrc, "allocate");
-		rc = block_check(t, in->ino, idx, &v, &blen);
+		rc = kv_block_check(t, in->ino, idx, &v, &blen);
 		if (rc)
 			return rc;
 		if (blen >= want || kv_block_unwritten(&v))
@@ -563,7 +623,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		/* a short tail block: its zeros up to the size become stored */
 		memcpy(w, v.mv_data, blen);
 		memset(w + blen, 0, want - blen);
-		rc = block_put(t, in->ino, idx, w, want, NULL, 0);
+		rc = kv_block_put(t, in->ino, idx, w, want, NULL, 0);
 		if (rc)
 			return rc;
 		n++;
@@ -586,7 +646,7 @@ int kv_data_zero(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
 	 * extents (kv_data_allocate marks the inode, refuses a read txn and
 	 * keeps to the size) */
 	if (t->write && off < stop)
-		rc = zero_range(t, in, off, stop);
+		rc = kv_data_zero_range(t, in, off, stop);
 	return rc ? rc : kv_data_allocate(t, in, off, end, UINT64_MAX, &next);
 }
 
@@ -617,7 +677,79 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	}
 	if (mrc && mrc != MDB_NOTFOUND)
 		return kv_err(t, mrc, "count holes");
+	if (atomic_load_explicit(&t->env->shared, memory_order_acquire)) {
+		/* borrowed blocks are no holes (share.c invariant 3: never
+		 * stored ones too) */
+		for (uint64_t pos = first, next; pos <= last;) {
+			struct kv_extent x;
+
+			rc = kv_ext_find(t, ino, pos, &x, &next);
+			if (rc == -ENOENT) {
+				pos = next;
+				continue;
+			}
+			if (rc)
+				return rc;
+			next = x.first + x.count - 1 < last ? x.first + x.count : last + 1;
+			stored += next - pos;
+			pos = next;
+		}
+	}
 	*count = last - first + 1 - stored;
+	return 0;
+}
+
+/* kv_data_seek where files may borrow blocks (share.c): a borrowed block
+ * is data. Looks at each run of stored, borrowed or missing blocks. */
+static int seek_shared(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whence,
+		       uint64_t *out)
+{
+	const uint64_t bs = t->env->super.block_size, last = (size - 1) / bs;
+	unsigned char kb[16];
+	uint64_t idx = off / bs;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t blen;
+	int mrc, rc;
+
+	c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!c)
+		return rc;
+	while (idx <= last) {
+		uint64_t stored = UINT64_MAX, xnext, span;
+		struct kv_extent x;
+		int data;
+
+		k = block_key(kb, ino, idx);
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (mrc && mrc != MDB_NOTFOUND)
+			return kv_err(t, mrc, "seek");
+		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
+			stored = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (stored == idx) {
+			rc = kv_block_check(t, ino, idx, &v, &blen);
+			if (rc)
+				return rc;
+			data = !kv_block_unwritten(&v);
+			span = idx + 1;
+		} else {
+			rc = kv_ext_find(t, ino, idx, &x, &xnext);
+			if (rc && rc != -ENOENT)
+				return rc;
+			data = rc == 0;
+			span = data ? x.first + x.count : stored < xnext ? stored : xnext;
+		}
+		if (data == (whence == SEEK_DATA)) {
+			uint64_t at = idx * bs;
+
+			*out = at > off ? at : off;
+			return 0;
+		}
+		idx = span;
+	}
+	if (whence == SEEK_DATA)
+		return -ENXIO; /* no data block left before EOF */
+	*out = size; /* the hole at EOF */
 	return 0;
 }
 
@@ -636,6 +768,8 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 		return -EINVAL;
 	if (off >= size)
 		return -ENXIO;
+	if (atomic_load_explicit(&t->env->shared, memory_order_acquire))
+		return seek_shared(t, ino, size, off, whence, out);
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)
 		return rc;
@@ -649,7 +783,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
 			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
 		if (idx != UINT64_MAX && idx * bs < size) {
-			rc = block_check(t, ino, idx, &v, &blen);
+			rc = kv_block_check(t, ino, idx, &v, &blen);
 			if (rc)
 				return rc;
 			if (!kv_block_unwritten(&v)) { /* data: the whole block, to the size */

@@ -294,6 +294,41 @@ static int open_super(kv_env *e, MDB_txn *txn, char *err, size_t errlen)
 	return 0;
 }
 
+/* A version 1 image opened read-write becomes version 2: the databases of
+ * shared blocks are added (empty) and the superblock says so, in one
+ * commit, with a word in the log. Read-only, a version 1 image reads them
+ * as empty (e->missing_dbs). */
+static int upgrade_v1(kv_env *e, char *err, size_t errlen)
+{
+	unsigned char sb[KV_SUPER_LEN];
+	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v = {sizeof(sb), sb};
+	MDB_txn *txn;
+	int mrc;
+
+	mrc = mdb_txn_begin(e->env, NULL, 0, &txn);
+	for (int i = KV_DB_EXTENT; !mrc && i < KV_NDB; i++)
+		mrc = mdb_dbi_open(txn, kv_db_names[i], MDB_CREATE, &e->dbi[i]);
+	if (!mrc) {
+		e->super.version = KV_FORMAT_VERSION;
+		kv_super_encode(&e->super, sb);
+		mrc = mdb_put(txn, e->dbi[KV_DB_META], &k, &v, 0);
+	}
+	if (!mrc) {
+		mrc = mdb_txn_commit(txn);
+	} else {
+		mdb_txn_abort(txn);
+	}
+	if (mrc) {
+		kv_seterr(err, errlen, "'%s': cannot upgrade format version 1 to %d: %s", e->path,
+			  KV_FORMAT_VERSION, mdb_strerror(mrc));
+		return kv_err(NULL, mrc, NULL);
+	}
+	e->missing_dbs = 0;
+	kv_log("%s: upgraded from format version 1 to %d (adds shared blocks; a kvfs older "
+	       "than this one no longer opens it)", e->path, KV_FORMAT_VERSION);
+	return 0;
+}
+
 /* The named databases and the superblock. A database or superblock that is
  * not there is the image's fault (-EINVAL, -EIO), whatever LMDB's code. */
 static int open_dbs(kv_env *e, char *err, size_t errlen)
@@ -317,13 +352,18 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 	if (rc)
 		goto txn_abort;
 	for (int i = KV_DB_META + 1; i < KV_NDB; i++) {
-		if (mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]) != 0) {
-			kv_seterr(err, errlen, "'%s': damaged image (database '%s' missing)",
-			          e->path, kv_db_names[i]);
-			rc = -EIO;
-			goto txn_abort;
+		if (mdb_dbi_open(txn, kv_db_names[i], 0, &e->dbi[i]) == 0)
+			continue;
+		if (e->super.version < 2 && i >= KV_DB_EXTENT) {
+			e->missing_dbs |= 1u << i; /* version 2's: upgrade_v1 adds them */
+			continue;
 		}
+		kv_seterr(err, errlen, "'%s': damaged image (database '%s' missing)",
+		          e->path, kv_db_names[i]);
+		rc = -EIO;
+		goto txn_abort;
 	}
+	atomic_store(&e->shared, (e->super.feature_incompat & KV_FEATURE_INCOMPAT_SHARED) != 0);
 	{
 		uint64_t n;
 
@@ -337,7 +377,7 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 		kv_seterr(err, errlen, "'%s': %s", e->path, mdb_strerror(mrc));
 		return kv_err(NULL, mrc, NULL);
 	}
-	return 0;
+	return e->missing_dbs && !e->readonly ? upgrade_v1(e, err, errlen) : 0;
 
 txn_abort:
 	mdb_txn_abort(txn);

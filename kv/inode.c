@@ -119,17 +119,30 @@ static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino, int64_t *unwrit
 	return mrc == MDB_NOTFOUND ? 0 : kv_err(t, mrc, "delete range");
 }
 
+/* The flags of ino's record (0 when it is missing or damaged). */
+static uint64_t inode_flags(kv_txn *t, uint64_t ino)
+{
+	struct kv_inode in;
+
+	return kv_inode_get(t, ino, &in) == 0 ? in.flags : 0;
+}
+
 int kv_inode_purge(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
 	MDB_val k = ino_key(kb, ino);
 	int64_t unwritten = 0;
+	uint64_t flags;
 	int mrc, rc;
 
 	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
-	rc = delete_prefix(t, KV_DB_DATA, ino, &unwritten);
+	flags = inode_flags(t, ino);
+	if (flags & (KV_INODE_LENDS | KV_INODE_BORROWS))
+		rc = kv_share_purge(t, ino, flags); /* keeps the lent blocks */
+	else
+		rc = delete_prefix(t, KV_DB_DATA, ino, &unwritten);
 	if (!rc)
 		rc = kv_unwritten_add(t, -unwritten); /* data.c invariant 5 */
 	if (!rc)

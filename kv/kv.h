@@ -50,12 +50,27 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define KV_FORMAT_VERSION 1
+/* Version 2 added the extent and lend databases (shared blocks); a version 1
+ * image is upgraded by its first read-write open (env.c). */
+#define KV_FORMAT_VERSION 2
 /* Incompatible features (superblock feature_incompat), docs/FORMAT.md.
  * UNWRITTEN: blocks of no bytes that fallocate stored, set when the first
- * one is (a kvfs without it would call them damaged). */
+ * one is (a kvfs without it would call them damaged).
+ * SHARED: files that borrow blocks of others (share.c), set at the first
+ * share (a kvfs without it would read holes). */
 #define KV_FEATURE_INCOMPAT_UNWRITTEN 0x1ULL
-#define KV_FEATURE_INCOMPAT_KNOWN KV_FEATURE_INCOMPAT_UNWRITTEN
+#define KV_FEATURE_INCOMPAT_SHARED 0x2ULL
+#define KV_FEATURE_INCOMPAT_KNOWN (KV_FEATURE_INCOMPAT_UNWRITTEN | KV_FEATURE_INCOMPAT_SHARED)
+/* Inode flags (kv_inode.flags). LENDS: some of its blocks may be lent to
+ * other files (a write to them copies them to the borrowers first).
+ * BORROWS: some of its blocks may be another file's (extent records). */
+#define KV_INODE_LENDS 0x1ULL
+#define KV_INODE_BORROWS 0x2ULL
+#define KV_INODE_FLAGS_KNOWN (KV_INODE_LENDS | KV_INODE_BORROWS)
+/* Blocks one extent record covers at most, so the borrowers of a block are
+ * found among the lend records that start at most this many blocks before
+ * it. */
+#define KV_EXTENT_MAX 256
 /* The meta record of the mount defaults (kvfs-tune -o): 1 to
  * KV_DEFAULTS_MAX printable ASCII bytes, options as -o takes them. */
 #define KV_DEFAULTS_KEY "defaults"
@@ -86,7 +101,7 @@ typedef struct kv_iter kv_iter;
 
 /* The databases of an image (docs/FORMAT.md). */
 enum kv_db { KV_DB_META, KV_DB_INODE, KV_DB_DIRENT, KV_DB_DATA, KV_DB_XATTR, KV_DB_ORPHAN,
-	     KV_NDB };
+	     KV_DB_EXTENT, KV_DB_LEND, KV_NDB };
 
 enum kv_durability {
 	KV_DURABLE_NORMAL = 0, /* data synced per commit, meta page not: consistent
@@ -155,8 +170,8 @@ struct kv_inode {
 	uint32_t mode, uid, gid, nlink;
 	uint64_t size;    /* bytes; for directories: number of entries */
 	uint64_t rdev;
-	uint64_t flags;   /* reserved, 0 */
-	uint64_t nblocks; /* data blocks stored */
+	uint64_t flags;   /* KV_INODE_* */
+	uint64_t nblocks; /* data blocks stored, its own and borrowed ones */
 	int64_t atime_ns, mtime_ns, ctime_ns, btime_ns;
 	uint64_t parent;  /* directories: the parent directory's ino */
 	const void *inline_data;
@@ -393,7 +408,19 @@ int kv_data_holes(kv_txn *txn, uint64_t ino, uint64_t off, uint64_t end, uint64_
  * whence. -EIO: a block fails its checksum. */
 int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whence,
                  uint64_t *out);
-/* One block, checksum verified. -ENOENT: a hole. -EIO. */
+/* Shared blocks (share.c; copy_file_range): make blocks [didx, didx + n)
+ * of dst read as blocks [sidx, sidx + n) of src without copying them. What
+ * dst held there goes first; src's stored whole blocks and the blocks it
+ * borrows are lent (their home is the file that stores them), its holes
+ * and unwritten blocks become holes, its short blocks are copied. dst's
+ * size grows to cover the range if it must. Sets KV_INODE_BORROWS on dst
+ * and KV_INODE_LENDS on src when it lends: the caller stores both inodes.
+ * -EINVAL: dst and src are one file. -EIO: a short block copied fails its
+ * checksum, or damaged records. -EROFS, -ENOSPC. */
+int kv_data_share(kv_txn *txn, struct kv_inode *dst, uint64_t didx, struct kv_inode *src,
+		  uint64_t sidx, uint64_t n);
+/* One block, checksum verified (a borrowed block: its home's). -ENOENT: a
+ * hole. -EIO. */
 int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, size_t *len);
 
 /* ---- extended attributes ---- */
@@ -517,7 +544,9 @@ struct kv_key {
 	uint64_t ino;     /* inode, orphan: the inode; dirent: the directory;
 	                     data, xattr: the inode the record belongs to */
 	uint64_t hash;    /* dirent: the name hash (kv_dirent_hash) */
-	uint64_t idx;     /* data: the block index */
+	uint64_t idx;     /* data: the block index; extent: the first block it
+	                     covers; lend: the lender's first block lent */
+	uint64_t ino2, idx2; /* lend: the borrower and its first block */
 	const char *name; /* xattr: the attribute's name; meta: the record's
 	                     name. Not NUL-terminated; into the key */
 	size_t namelen;
@@ -543,6 +572,28 @@ size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf);
  * returns their count. kv_iter_seek there finds the inode's first record,
  * malformed ones included. */
 size_t kv_key_prefix(uint64_t ino, void *buf);
+
+/* An extent record (database extent): blocks [first, first + count) of
+ * file ino read as blocks [hfirst, hfirst + count) of file home, which
+ * stores them; each has a lend record (database lend) keyed by the home
+ * side. Both have the same parts. */
+struct kv_extent {
+	uint64_t ino, first;   /* the borrower */
+	uint64_t home, hfirst; /* the lender */
+	uint64_t count;        /* 1 .. KV_EXTENT_MAX */
+};
+#define KV_EXTENT_VLEN 24 /* extent: home, hfirst, count (u64 le each) */
+#define KV_LEND_VLEN 8    /* lend: count (u64 le) */
+/* Decode an extent (db KV_DB_EXTENT) or lend record (KV_DB_LEND). -EIO:
+ * malformed (a wrong length, a count of 0 or over KV_EXTENT_MAX, a range
+ * past the last block index). */
+int kv_decode_extent(enum kv_db db, const void *key, size_t klen, const void *val,
+		     size_t vlen, struct kv_extent *out);
+/* The key and value of x's record in db (KV_DB_EXTENT or KV_DB_LEND) into
+ * key (32 bytes room) and val (KV_EXTENT_VLEN bytes room); sets the
+ * lengths. */
+void kv_encode_extent(enum kv_db db, const struct kv_extent *x, void *key, size_t *klen,
+		      void *val, size_t *vlen);
 
 /* Decode records read raw. -EIO: malformed. */
 int kv_decode_inode(uint64_t ino, const void *val, size_t vlen, struct kv_inode *out);

@@ -155,6 +155,11 @@ struct kv_env {
 	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
 	int unwritten_dirty;      /* the role's: changed in the open transaction */
 	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
+
+	/* shared blocks (share.c) */
+	atomic_int shared;        /* extents may exist: reads look for them in holes */
+	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
+	                             i is not there (read as empty) */
 };
 
 /* Unwritten blocks (data.c). Before a commit of txn (the role): note the
@@ -335,6 +340,43 @@ enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, con
  * page. The count, with *ids at the first number (read it with memcpy); or
  * -1 when the record is too short for its count. */
 long kv_freelist_record(const MDB_val *v, const unsigned char **ids);
+
+/* Check a block value of key (ino, idx); set *len to its data length. -EIO,
+ * logged (data.c). */
+int kv_block_check(kv_txn *txn, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len);
+/* Store a block. sum: its checksum computed beforehand, or NULL. flags:
+ * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
+ * nothing changed). The data must not point into the map. */
+int kv_block_put(kv_txn *txn, uint64_t ino, uint64_t idx, const void *data, size_t len,
+		 const uint64_t *sum, unsigned flags);
+/* Zero [off, end) of in's stored blocks: those it covers whole go, the
+ * others are zeroed or trimmed (data.c). */
+int kv_data_zero_range(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end);
+
+/* Shared blocks (share.c). The extent of ino covering block idx: 0, or
+ * -ENOENT with *next the first block of its next extent (UINT64_MAX: none);
+ * -EIO. A read txn may ask. */
+int kv_ext_find(kv_txn *txn, uint64_t ino, uint64_t idx, struct kv_extent *x, uint64_t *next);
+/* The block value (checksum verified with its home's key) of a borrowed
+ * block idx of x. -EIO. */
+int kv_ext_block(kv_txn *txn, const struct kv_extent *x, uint64_t idx, MDB_val *v, size_t *len);
+/* Before in's blocks [a, b) change (write, truncate, punch): when in
+ * lends, its borrowers get their own copies of the lent ones; when in
+ * borrows, the borrowed blocks a and b - 1 become its own when keep_edges
+ * (a partial write or cut keeps some of their bytes) and the other
+ * borrowed ones of the range are let go (in->nblocks drops by them). */
+int kv_share_prepare(kv_txn *txn, struct kv_inode *in, uint64_t a, uint64_t b,
+		     int keep_first, int keep_last);
+/* An inode's purge: its extents go (blocks no one borrows any more of a
+ * deleted home are dropped); blocks it lends are kept for their borrowers
+ * (the deleted inode's number stays their home); *kept: 1 when some are. */
+int kv_share_purge(kv_txn *txn, uint64_t ino, uint64_t flags);
+/* Whether block idx of home is lent: 0 no, 1 yes (*end: the first block
+ * after idx not known lent), -errno. With *next the first block after idx
+ * some lend record starts at (UINT64_MAX: none). */
+int kv_lend_covered(kv_txn *txn, uint64_t home, uint64_t idx, uint64_t *end, uint64_t *next);
+/* Set an incompat feature bit in t's superblock (data.c). */
+int kv_feature_set(kv_txn *txn, uint64_t bit);
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);

@@ -43,8 +43,12 @@ int kv_db_lookup(const char *name, enum kv_db *db)
 int kv_db_count(kv_txn *t, enum kv_db db, uint64_t *count)
 {
 	MDB_stat ms;
-	int rc = kv_err(t, mdb_stat(t->txn, t->env->dbi[db], &ms), "stat");
+	int rc;
 
+	*count = 0;
+	if ((t->env->missing_dbs >> db) & 1)
+		return 0;
+	rc = kv_err(t, mdb_stat(t->txn, t->env->dbi[db], &ms), "stat");
 	if (rc)
 		return rc;
 	*count = ms.ms_entries;
@@ -58,6 +62,12 @@ int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
 
 	if (!it)
 		return -ENOMEM;
+	it->t = t;
+	if ((t->env->missing_dbs >> db) & 1) { /* a version 1 image: read as empty */
+		it->at_end = 1;
+		*out = it;
+		return 0;
+	}
 	rc = kv_err(t, mdb_cursor_open(t->txn, t->env->dbi[db], &it->c), "open cursor");
 	if (rc) {
 		free(it);
@@ -72,7 +82,7 @@ int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
 int kv_iter_seek(kv_iter *it, const void *key, size_t klen)
 {
 	MDB_val k = {klen, (void *)key}, v;
-	int mrc = mdb_cursor_get(it->c, &k, &v, MDB_SET_RANGE);
+	int mrc = it->c ? mdb_cursor_get(it->c, &k, &v, MDB_SET_RANGE) : MDB_NOTFOUND;
 
 	if (mrc == MDB_NOTFOUND) {
 		it->at_end = 1;
@@ -111,7 +121,8 @@ void kv_iter_close(kv_iter *it)
 {
 	if (!it)
 		return;
-	mdb_cursor_close(it->c);
+	if (it->c)
+		mdb_cursor_close(it->c);
 	free(it);
 }
 

@@ -555,18 +555,94 @@ static void refuse_newer_version(void **state)
 	char err[512];
 	kv_env *e;
 
-	patch_super(im, 8, 2, 4);
+	patch_super(im, 8, KV_FORMAT_VERSION + 1, 4);
 	expect_refused(im->path, 0, -EPROTONOSUPPORT);
 	expect_refused(im->path, 1, -EPROTONOSUPPORT);
 	assert_int_equal(kv_open(im->path, NULL, &e, err, sizeof(err)), -EPROTONOSUPPORT);
-	assert_non_null(strstr(err, "version 2"));
+	assert_non_null(strstr(err, "version 3"));
+}
+
+static const char *upgrade_log;
+static void keep_upgrade_line(const char *line)
+{
+	if (strstr(line, "upgraded"))
+		upgrade_log = "upgraded";
+}
+
+/* A version 1 image (no databases of shared blocks): read-only it opens as
+ * it is; read-write it is upgraded to version 2, with a word in the log,
+ * and keeps what it held. */
+static void upgrade_version_1(void **state)
+{
+	struct tu_image *im = image_of(state);
+	struct kv_open_opts ro = {.readonly = 1};
+	unsigned char data[9000], got[sizeof(data)];
+	struct kv_super s;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	kv_iter *it;
+	kv_txn *t;
+	uint64_t ino, n;
+	struct stat st;
+	const void *k, *v;
+	size_t kl, vl;
+
+	tu_fill(data, sizeof(data), 9);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "old", 0100644, &ino), 0);
+	assert_int_equal(tu_pwrite(im->env, ino, 0, data, sizeof(data)), 0);
+	tu_image_close(im);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, KV_NDB), 0);
+	assert_int_equal(mdb_env_open(env, im->path, MDB_NOSUBDIR, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	for (int i = KV_DB_EXTENT; i <= KV_DB_LEND; i++) {
+		assert_int_equal(mdb_dbi_open(txn, kv_db_names[i], 0, &dbi), 0);
+		assert_int_equal(mdb_drop(txn, dbi, 1), 0);
+	}
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	patch_super(im, 8, 1, 4);
+	assert_int_equal(stat(im->path, &st), 0);
+
+	if (tu_image_open(im, &ro) != 0)
+		fail_msg("read-only open of version 1: %s", im->err);
+	kv_super_get(im->env, &s);
+	assert_int_equal(s.version, 1);
+	assert_int_equal(tu_pread(im->env, ino, 0, sizeof(got), got), (ssize_t)sizeof(got));
+	assert_memory_equal(got, data, sizeof(data));
+	assert_int_equal(kv_read_begin(im->env, &t), 0);
+	assert_int_equal(kv_db_count(t, KV_DB_EXTENT, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(kv_iter_open(t, KV_DB_LEND, &it), 0);
+	assert_int_equal(kv_iter_next(it, &k, &kl, &v, &vl), -ENOENT);
+	kv_iter_close(it);
+	kv_read_end(t);
+	tu_image_close(im);
+
+	upgrade_log = NULL;
+	kv_set_log(keep_upgrade_line);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	kv_set_log(NULL);
+	assert_non_null(upgrade_log);
+	kv_super_get(im->env, &s);
+	assert_int_equal(s.version, KV_FORMAT_VERSION);
+	assert_int_equal(tu_pread(im->env, ino, 0, sizeof(got), got), (ssize_t)sizeof(got));
+	assert_memory_equal(got, data, sizeof(data));
+	tu_image_close(im);
+	assert_int_equal(tu_image_open(im, &ro), 0); /* stored: version 2 now */
+	kv_super_get(im->env, &s);
+	assert_int_equal(s.version, KV_FORMAT_VERSION);
+	assert_int_equal(kv_read_begin(im->env, &t), 0);
+	assert_int_equal(kv_db_count(t, KV_DB_EXTENT, &n), 0);
+	kv_read_end(t);
 }
 
 static void refuse_features(void **state)
 {
 	struct tu_image *im = image_of(state);
 
-	patch_super(im, 32, 2, 8); /* an incompatible feature this build lacks */
+	patch_super(im, 32, 4, 8); /* an incompatible feature this build lacks */
 	expect_refused(im->path, 0, -EPROTONOSUPPORT);
 	expect_refused(im->path, 1, -EPROTONOSUPPORT);
 	patch_super(im, 32, KV_FEATURE_INCOMPAT_UNWRITTEN, 8); /* one it has */
@@ -855,6 +931,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(open_free_tail, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_newer_version, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_features, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(upgrade_version_1, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(refuse_second_open, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(lock_waits_for_a_leaving_holder, tu_setup,
 	                                        tu_teardown),

@@ -51,7 +51,7 @@ static void super_round_trip(void **state)
 	(void)state;
 	kv_super_encode(&s, rec);
 	assert_memory_equal(rec, "KVFSIMG\0", 8);
-	assert_memory_equal(rec + 8, "\x01\x00\x00\x00", 4);  /* version LE */
+	assert_memory_equal(rec + 8, "\x02\x00\x00\x00", 4);  /* version LE */
 	assert_memory_equal(rec + 12, "\xe8\x1f\x00\x00", 4); /* 8168 LE */
 	assert_memory_equal(rec + 16, "\x08\x07\x06\x05\x04\x03\x02\x01", 8);
 	assert_int_equal(rec[40], 0xa0);
