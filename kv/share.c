@@ -430,9 +430,12 @@ int kv_share_purge(kv_txn *t, uint64_t ino, uint64_t flags)
 
 	if (flags & KV_INODE_BORROWS)
 		rc = ext_cut(t, ino, 0, UINT64_MAX, &dropped);
-	if (rc || !(flags & KV_INODE_LENDS))
+	if (rc)
 		return rc;
-	rc = drop_unlent(t, ino, 0, UINT64_MAX, &unwritten);
+	if (flags & KV_INODE_LENDS)
+		rc = drop_unlent(t, ino, 0, UINT64_MAX, &unwritten);
+	else
+		rc = drop_blocks(t, ino, 0, UINT64_MAX, &unwritten);
 	return rc ? rc : kv_unwritten_add(t, -unwritten);
 }
 

@@ -13,7 +13,9 @@
  * two files or within one (to a range before or after the source's, or one
  * that overlaps it: EINVAL), at explicit offsets or at the fds' own
  * (NULL offset pointers), mostly where the mix writes, punches holes and
- * fallocates (gen_off), sometimes far; lengths of 0, of a few blocks, of
+ * fallocates (gen_off), sometimes far, half the time at offsets alike
+ * within a block (so kvfs shares the blocks between: later writes, punches,
+ * truncates and unlinks of either file then test copy on write); lengths of 0, of a few blocks, of
  * 1 MiB + 5 and 3 MiB + 17, huge ones (short counts, EOVERFLOW), and now
  * and then flags that are not 0 (EINVAL).
  *
@@ -133,6 +135,14 @@ void copy_generate(uint64_t *s, struct op *op)
 		op->off2 = gen_same_off(s, op->off, op->len);
 	} else {
 		op->off2 = far_off(s, gen_off(s));
+		if (chance(s, 50) && op->off < (1ULL << 40) && op->off2 < (1ULL << 40)) {
+			/* alike within a 4072-byte block (kvfs's default): kvfs
+			 * shares the whole blocks between, of a range that
+			 * holds some */
+			op->off2 = op->off2 - op->off2 % 4072 + op->off % 4072;
+			if (chance(s, 70))
+				op->len = (1 + below(s, 12)) * 4072 + below(s, 8192);
+		}
 	}
 	op->flags = chance(s, 3) ? bad_flags[below(s, sizeof(bad_flags) / sizeof(bad_flags[0]))]
 				 : 0;
