@@ -411,38 +411,66 @@ struct copy_args {
 	int blocks_changed;     /* result */
 };
 
-/* Share the whole blocks of the op's range, if it starts on a block of
- * both files: 1 when it did (a->copied set), 0 to copy, -errno. */
+/* Copy len bytes of the op's range from done on through a->buf, as a read
+ * and a write would. */
+static int copy_bytes(kv_txn *t, struct copy_args *a, const struct kv_inode *src,
+		      struct kv_inode *dst, uint64_t done, uint64_t len)
+{
+	ssize_t n;
+	int cnt, rc;
+
+	/* the bytes leave the map before the write changes any page */
+	n = kv_data_read(t, a->in, src->size, a->off_in + done, (size_t)len, a->iov, READ_IOV_MAX,
+			 &cnt);
+	if (n <= 0)
+		return (int)n;
+	iov_gather(a->buf, a->iov, cnt);
+	if (kv_txn_reserved(t) && a->off_out + done + (uint64_t)n > dst->size)
+		return -ENOSPC; /* it adds data: the image is full */
+	rc = kv_data_write(t, dst, a->off_out + done, a->buf, (size_t)n);
+	if (!rc)
+		a->copied += (size_t)n;
+	return rc;
+}
+
+/* Where the two offsets lie alike within a block: the partial block at the
+ * start copied, then up to SHARE_CHUNK whole blocks shared, then a partial
+ * block at the end copied if that ends the range: a copy of a file up to
+ * SHARE_CHUNK blocks is one change, as a cp of it looks to a crash. */
 static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
-		      struct kv_inode *dst)
+		      struct kv_inode *dst, uint64_t n)
 {
 	const uint64_t bs = fs.block_size;
-	uint64_t n = src->size - a->off_in < a->len ? src->size - a->off_in : a->len;
-	uint64_t blocks = n / bs, src_flags = src->flags;
-	int rc;
+	uint64_t head = (bs - a->off_out % bs) % bs, blocks, src_flags = src->flags;
+	int rc = 0;
 
-	if (a->off_in % bs || a->off_out % bs || blocks == 0)
-		return 0;
-	if (blocks > SHARE_CHUNK)
-		blocks = SHARE_CHUNK;
-	if (kv_txn_reserved(t) && a->off_out + blocks * bs > dst->size)
+	if (head > n)
+		head = n;
+	if (head)
+		rc = copy_bytes(t, a, src, dst, 0, head);
+	blocks = (n - head) / bs < SHARE_CHUNK ? (n - head) / bs : SHARE_CHUNK;
+	if (rc || !blocks)
+		goto tail;
+	if (kv_txn_reserved(t) && a->off_out + head + blocks * bs > dst->size)
 		return -ENOSPC; /* it adds records: the image is full */
-	rc = kv_data_share(t, dst, a->off_out / bs, src, a->off_in / bs, blocks);
+	rc = kv_data_share(t, dst, (a->off_out + head) / bs, src, (a->off_in + head) / bs,
+			   blocks);
 	if (!rc && src->flags != src_flags)
 		rc = kv_inode_put(t, src);
-	if (rc)
-		return rc;
-	a->copied = (size_t)(blocks * bs);
-	return 1;
+	if (!rc)
+		a->copied += (size_t)(blocks * bs);
+tail:
+	if (!rc && n - a->copied > 0 && n - a->copied < bs)
+		rc = copy_bytes(t, a, src, dst, a->copied, n - a->copied);
+	return rc;
 }
 
 static int apply_copy(kv_txn *t, void *arg)
 {
 	struct copy_args *a = arg;
 	struct kv_inode src, dst;
-	uint64_t nblocks, len;
-	ssize_t n;
-	int rc, cnt;
+	uint64_t nblocks, n;
+	int rc;
 
 	a->copied = 0;
 	a->blocks_changed = 0;
@@ -452,30 +480,13 @@ static int apply_copy(kv_txn *t, void *arg)
 	if (rc || a->off_in >= src.size)
 		return rc;
 	nblocks = dst.nblocks;
-	len = a->len < COPY_CHUNK ? a->len : COPY_CHUNK;
-	if (a->in != a->out && a->off_in % fs.block_size == a->off_out % fs.block_size) {
-		uint64_t head = (fs.block_size - a->off_out % fs.block_size) % fs.block_size;
-
-		rc = head ? 0 : share_copy(t, a, &src, &dst);
-		if (rc < 0)
-			return rc;
-		if (head && head < len)
-			len = head; /* up to the block boundary, then share */
-	}
-	if (!a->copied) {
-		/* the bytes leave the map before the write changes any page */
-		n = kv_data_read(t, a->in, src.size, a->off_in, (size_t)len, a->iov, READ_IOV_MAX,
-				 &cnt);
-		if (n <= 0)
-			return (int)n;
-		iov_gather(a->buf, a->iov, cnt);
-		if (kv_txn_reserved(t) && a->off_out + (uint64_t)n > dst.size)
-			return -ENOSPC; /* it adds data: the image is full */
-		rc = kv_data_write(t, &dst, a->off_out, a->buf, (size_t)n);
-		if (rc)
-			return rc;
-		a->copied = (size_t)n;
-	}
+	n = src.size - a->off_in < a->len ? src.size - a->off_in : a->len;
+	if (a->in != a->out && a->off_in % fs.block_size == a->off_out % fs.block_size)
+		rc = share_copy(t, a, &src, &dst, n);
+	else
+		rc = copy_bytes(t, a, &src, &dst, 0, n < COPY_CHUNK ? n : COPY_CHUNK);
+	if (rc || !a->copied)
+		return rc;
 	a->blocks_changed = dst.nblocks != nblocks;
 	if (!fs.cfg.writeback) /* as apply_write: the kernel owns them with it */
 		dst.mtime_ns = dst.ctime_ns = fs_now_ns();

@@ -147,6 +147,12 @@ static int seek_compare(const struct op *op, const struct res *k, const struct r
 	if (k->seek_bad)
 		return snprintf(why, wlen, "kvfs returned %lld%s: bytes that are not zero called "
 				"a hole", k->ret, k->err ? " ENXIO" : ""), 1;
+	if (t->seek_bad && !kerr)
+		/* tmpfs called bytes that are not zero a hole: its SEEK_DATA misses
+		 * a page that ends at 2^63 (the end overflows loff_t; Linux 6.18),
+		 * where a write or copy near the largest size puts data. kvfs's
+		 * answer stands on its own bytes (checked above) */
+		return 0;
 	if (kerr != terr || (op->flags == SEEK_HOLE ? kd > td : kd < td))
 		return snprintf(why, wlen, "kvfs returned %lld%s%s, tmpfs %lld%s%s", k->ret,
 				k->err ? " " : "", k->err ? strerrorname_np(k->err) : "", t->ret,

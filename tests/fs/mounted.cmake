@@ -40,3 +40,7 @@ kvfs_mount_test(syncs test_syncs.sh)
 # POSIX ACLs with a second user, against a tmpfs doing the same (runs as
 # root; skipped otherwise); noacl and kvfs-tune's default.
 kvfs_mount_test(acl test_acl.sh)
+
+# Copies that share blocks (copy_file_range): the room a copy and a change
+# take, copy on write both ways, deletes, fsck and a remount.
+kvfs_mount_test(share test_share.sh)
