@@ -9,6 +9,7 @@
  * DIR is the mount, LOG the recorder's log (wrec.h), which this appends to.
  * The namespace is 12 files in DIR and 6 in each of the subdirectories a and
  * b, which come and go: creates, whole-file writes, writes in the middle,
+ * copies of one file over another (copy_file_range: kvfs shares blocks),
  * truncates, renames, unlinks, rmdir/mkdir. The run alternates phases: in a
  * synced phase (20-79 ops) a quarter of the changes are followed by an fsync
  * of the file or fdatasync (the same in kvfs), and a few ops fsync a
@@ -20,7 +21,8 @@
  * kvfs acknowledges (one FUSE request): creating open(2) (or its O_TRUNC),
  * the write(2) and the close(2) that writes it back (one contiguous range,
  * at most 512 KiB, below max_write: the kernel sends it as one request),
- * truncate(2), rename(2), unlink(2), mkdir(2), rmdir(2); fsync(2),
+ * copy_file_range(2) of a file (one request, one change in kvfs up to 64 Ki
+ * blocks), truncate(2), rename(2), unlink(2), mkdir(2), rmdir(2); fsync(2),
  * fdatasync(2) and an fsync of a directory are steps that change nothing.
  * The worker keeps a model of the namespace (each file's bytes, each
  * directory) and, after each step returned, appends "step N EFFECTS" (wrec.h)
@@ -382,6 +384,44 @@ static int move(int i, int j)
 	return 0;
 }
 
+/* copy_file_range(2) of path i, whole, over path j at a multiple of 4072
+ * bytes (the image's block size: kvfs shares the whole blocks, copies the
+ * partial one at the end, in one change): a step. */
+static int copy_over(int i, int j)
+{
+	size_t len = model[i].len;
+	loff_t in_off = 0, out_off = (loff_t)(rnd() % 4) * 4072;
+	int in, out;
+	ssize_t n;
+
+	if (i == j || !model[i].exists || !model[j].exists) {
+		errno = ENOENT; /* nothing to copy: not a step */
+		return -1;
+	}
+	if ((size_t)out_off + len > FILE_CAP)
+		out_off = 0;
+	in = open(full(i), O_RDONLY);
+	if (in < 0)
+		die("open", full(i));
+	out = open(full(j), O_WRONLY);
+	if (out < 0)
+		die("open", full(j));
+	n = copy_file_range(in, &in_off, out, &out_off, len, 0);
+	if (n != (ssize_t)len)
+		die("copy_file_range to", full(j));
+	close(in);
+	if (close(out) != 0)
+		die("close", full(j));
+	out_off -= (loff_t)len;
+	model_grow(j, (size_t)out_off);
+	memcpy(model[j].data + out_off, model[i].data, len);
+	if ((size_t)out_off + len > model[j].len)
+		model[j].len = (size_t)out_off + len;
+	fx_set(j);
+	step_done();
+	return 0;
+}
+
 /* One operation on random paths; -1 with errno for a failed call. In a
  * burst (sync 0) nothing is synced. */
 static int one_op(int sync)
@@ -405,6 +445,10 @@ static int one_op(int sync)
 		i = j;
 	} else if (r >= 45) {
 		rc = cut(i);
+	} else if (r >= 40) {
+		touch(j);
+		rc = copy_over(i, j);
+		i = j;
 	} else {
 		rc = put(i, r < 30);
 	}
