@@ -435,13 +435,15 @@ static int copy_bytes(kv_txn *t, struct copy_args *a, const struct kv_inode *src
 
 /* Where the two offsets lie alike within a block: the partial block at the
  * start copied, then up to SHARE_CHUNK whole blocks shared, then a partial
- * block at the end copied if that ends the range: a copy of a file up to
- * SHARE_CHUNK blocks is one change, as a cp of it looks to a crash. */
+ * block at the end shared where it is the source's last and ends the
+ * destination too (cp of a file), else copied if that ends the range: a
+ * copy of a file up to SHARE_CHUNK blocks is one change, as a cp of it
+ * looks to a crash. */
 static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
 		      struct kv_inode *dst, uint64_t n)
 {
 	const uint64_t bs = fs.block_size;
-	uint64_t head = (bs - a->off_out % bs) % bs, blocks, src_flags = src->flags;
+	uint64_t head = (bs - a->off_out % bs) % bs, blocks, last, src_flags = src->flags;
 	int rc = 0;
 
 	if (head > n)
@@ -449,16 +451,26 @@ static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
 	if (head)
 		rc = copy_bytes(t, a, src, dst, 0, head);
 	blocks = (n - head) / bs < SHARE_CHUNK ? (n - head) / bs : SHARE_CHUNK;
-	if (rc || !blocks)
+	/* the source's last block, short, is shared too where the copy ends
+	 * the destination there (no byte of it then lies past its size) */
+	last = (n - head) % bs && blocks < SHARE_CHUNK && a->off_in + n == src->size &&
+	       dst->size <= a->off_out + n;
+	if (rc || !(blocks + last))
 		goto tail;
 	if (kv_txn_reserved(t) && a->off_out + head + blocks * bs > dst->size)
 		return -ENOSPC; /* it adds records: the image is full */
 	rc = kv_data_share(t, dst, (a->off_out + head) / bs, src, (a->off_in + head) / bs,
-			   blocks);
+			   blocks + last);
 	if (!rc && src->flags != src_flags)
 		rc = kv_inode_put(t, src);
-	if (!rc)
+	if (rc)
+		return rc;
+	if (last) {
+		dst->size = a->off_out + n; /* the share counted the block whole */
+		a->copied = (size_t)n;
+	} else {
 		a->copied += (size_t)(blocks * bs);
+	}
 tail:
 	if (!rc && n - a->copied > 0 && n - a->copied < bs)
 		rc = copy_bytes(t, a, src, dst, a->copied, n - a->copied);

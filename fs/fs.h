@@ -362,6 +362,10 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 void fs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			   struct fuse_file_info *fi_out, size_t len, int flags);
+/* clone.c: KVFS_IOC_CLONE (kvfs-clone); any other ioctl is ENOTTY. */
+void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		 struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		 size_t out_bufsz);
 void fs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 struct fuse_file_info *fi);
 
@@ -376,6 +380,8 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
  * without a session. Never waits on the kernel for a directory, nor for
  * attributes alone (off -1). */
 void fs_notify_inval(uint64_t ino, int64_t off, int64_t len);
+/* The kernel's entry of name in directory parent (a cached absence too). */
+void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len);
 /* session.c: the handlers' table */
 extern const struct fuse_lowlevel_ops fs_ops;
 /* session.c: log lines go to stderr in the foreground, to syslog when

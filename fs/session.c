@@ -74,6 +74,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.fallocate = fs_op_fallocate,
 	.copy_file_range = fs_op_copy_file_range,
 	.lseek = fs_op_lseek,
+	.ioctl = fs_op_ioctl,
 };
 
 /* ------------------------------------------------------------ messages -- */
@@ -119,6 +120,12 @@ void fs_notify_inval(uint64_t ino, int64_t off, int64_t len)
 {
 	if (fs.se) /* invariant 3 */
 		fuse_lowlevel_notify_inval_inode(fs.se, ino, off, len);
+}
+
+void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len)
+{
+	if (fs.se) /* invariant 3 */
+		fuse_lowlevel_notify_inval_entry(fs.se, parent, name, len);
 }
 
 void fs_caller(fuse_req_t req, int need_groups, struct fs_cred *c, gid_t *groups)

@@ -597,11 +597,21 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 
 			rc = kv_ext_find(t, in->ino, idx, &x, &xnext);
 			if (rc == 0) { /* borrowed: written */
-				idx = x.first + x.count - 1;
-				continue;
-			}
-			if (rc != -ENOENT)
+				rc = kv_ext_block(t, &x, idx, &v, &blen);
+				if (rc)
+					return rc;
+				if (blen >= want)
+					continue;
+				/* a short one becomes the file's own, then is
+				 * filled out as a stored one is */
+				rc = kv_ext_own(t, in, idx);
+				if (rc)
+					return rc;
+				k = block_key(kb, in->ino, idx);
+				mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+			} else if (rc != -ENOENT) {
 				return rc;
+			}
 		}
 		if (mrc == MDB_NOTFOUND) {
 			/* unwritten: no bytes to store now, its page kept free */
@@ -620,6 +630,15 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			return rc;
 		if (blen >= want || kv_block_unwritten(&v))
 			continue;
+		if (in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */
+			rc = kv_share_prepare(t, in, idx, idx + 1, 0, 0);
+			if (rc)
+				return rc;
+			k = block_key(kb, in->ino, idx); /* the cursor may have moved */
+			mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+			if (mrc)
+				return kv_err(t, mrc, "allocate");
+		}
 		/* a short tail block: its zeros up to the size become stored */
 		memcpy(w, v.mv_data, blen);
 		memset(w + blen, 0, want - blen);

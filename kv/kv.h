@@ -410,13 +410,14 @@ int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whe
                  uint64_t *out);
 /* Shared blocks (share.c; copy_file_range): make blocks [didx, didx + n)
  * of dst read as blocks [sidx, sidx + n) of src without copying them. What
- * dst held there goes first; src's stored whole blocks and the blocks it
+ * dst held there goes first; src's stored blocks and the blocks it
  * borrows are lent (their home is the file that stores them), its holes
- * and unwritten blocks become holes, its short blocks are copied. dst's
- * size grows to cover the range if it must. Sets KV_INODE_BORROWS on dst
+ * and unwritten blocks become holes. dst's size grows to cover the range
+ * if it must (a caller that shares a file's short last block sets dst's
+ * size to src's after). Sets KV_INODE_BORROWS on dst
  * and KV_INODE_LENDS on src when it lends: the caller stores both inodes.
- * -EINVAL: dst and src are one file. -EIO: a short block copied fails its
- * checksum, or damaged records. -EROFS, -ENOSPC. */
+ * -EINVAL: dst and src are one file. -EIO: damaged records. -EROFS,
+ * -ENOSPC. */
 int kv_data_share(kv_txn *txn, struct kv_inode *dst, uint64_t didx, struct kv_inode *src,
 		  uint64_t sidx, uint64_t n);
 /* One block, checksum verified (a borrowed block: its home's). -ENOENT: a

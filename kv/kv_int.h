@@ -360,6 +360,9 @@ int kv_ext_find(kv_txn *txn, uint64_t ino, uint64_t idx, struct kv_extent *x, ui
 /* The block value (checksum verified with its home's key) of a borrowed
  * block idx of x. -EIO. */
 int kv_ext_block(kv_txn *txn, const struct kv_extent *x, uint64_t idx, MDB_val *v, size_t *len);
+/* Borrowed block idx of in becomes its own (a copy under its own key and
+ * checksum); in->nblocks is unchanged. 0 too when idx is not borrowed. */
+int kv_ext_own(kv_txn *txn, struct kv_inode *in, uint64_t idx);
 /* Before in's blocks [a, b) change (write, truncate, punch): when in
  * lends, its borrowers get their own copies of the lent ones; when in
  * borrows, the borrowed blocks a and b - 1 become its own when keep_edges

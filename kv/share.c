@@ -12,8 +12,10 @@
  *  1. Every extent record has the lend record of the same parts and the
  *     other way round; both change in the same op.
  *  2. An extent names blocks its home stores in data records of their own,
- *     whole (block-size bytes) and written: a share of a borrowed block
- *     names the block's home, so chains are one step long.
+ *     written (not fallocate's unwritten ones): a share of a borrowed block
+ *     names the block's home, so chains are one step long. A block shorter
+ *     than the block size is shared too (a small file's one block): its
+ *     bytes lie below the borrower's size as they do below its home's.
  *  3. A file's data records and its extents never cover the same block, and
  *     no extent covers a block at or past the file's size.
  *  4. A lent block never changes: before its home writes, trims or drops
@@ -309,8 +311,7 @@ static const void *out_of_map(kv_txn *t, const MDB_val *v, size_t len)
 	return t->env->wbuf;
 }
 
-/* Borrowed block idx of in becomes its own (a copy, its own checksum). */
-static int ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)
+int kv_ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)
 {
 	struct kv_extent x;
 	uint64_t next, dropped;
@@ -411,10 +412,10 @@ int kv_share_prepare(kv_txn *t, struct kv_inode *in, uint64_t a, uint64_t b, int
 		rc = lend_cow(t, in->ino, a, b);
 	if (rc || !(in->flags & KV_INODE_BORROWS))
 		return rc;
-	if (keep_first)
-		rc = ext_own(t, in, a);
+	if (keep_first || (keep_last && b - 1 == a))
+		rc = kv_ext_own(t, in, a);
 	if (!rc && keep_last && b - 1 != a)
-		rc = ext_own(t, in, b - 1);
+		rc = kv_ext_own(t, in, b - 1);
 	if (!rc)
 		rc = ext_cut(t, in->ino, a, b, &dropped);
 	if (!rc)
@@ -494,19 +495,6 @@ static int run_add(kv_txn *t, struct run *r, uint64_t d, uint64_t home, uint64_t
 	return 0;
 }
 
-/* Src's short block i: a copy for dst's block d. */
-static int copy_short(kv_txn *t, struct run *r, uint64_t i, uint64_t d, const MDB_val *v)
-{
-	size_t len;
-	int rc = kv_block_check(t, r->src->ino, i, v, &len);
-
-	if (!rc)
-		rc = kv_block_put(t, r->dst->ino, d, out_of_map(t, v, len), len, NULL, 0);
-	if (!rc)
-		r->dst->nblocks++;
-	return rc;
-}
-
 int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inode *src,
 		  uint64_t sidx, uint64_t n)
 {
@@ -541,8 +529,6 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 	if (!c)
 		return rc;
 	while (pos < stop) {
-		int reseek = 0;
-
 		kv_put_be64(kb, src->ino);
 		kv_put_be64(kb + 8, pos);
 		k = (MDB_val){16, kb};
@@ -556,25 +542,18 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 				next = i;
 				break;
 			}
-			if (v.mv_size == bs + KV_CSUM_LEN) {
+			if (!kv_block_unwritten(&v))
 				rc = run_add(t, &r, didx + (i - sidx), src->ino, i, 1);
-			} else {
-				rc = run_flush(t, &r); /* unwritten: a hole; short: a copy */
-				if (!rc && !kv_block_unwritten(&v)) {
-					rc = copy_short(t, &r, i, didx + (i - sidx), &v);
-					reseek = 1; /* the put may have moved the cursor */
-				}
-			}
+			else
+				rc = run_flush(t, &r); /* unwritten: a hole */
 			if (rc)
 				return rc;
 			pos++;
-			if (reseek)
-				break;
 			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 		}
 		if (mrc && mrc != MDB_NOTFOUND)
 			return kv_err(t, mrc, "share");
-		if (reseek || pos >= stop)
+		if (pos >= stop)
 			continue;
 		/* src does not store block pos: borrowed, or a hole */
 		rc = -ENOENT;

@@ -80,7 +80,7 @@ check "no image written on usage errors" [ ! -e "$T/b.img" ]
 check "--help exits 0" exit_is 0 "$MKFS" --help
 check "--help shows usage" grep -q "^usage: mkfs.kvfs" "$T/out"
 check "--version exits 0" exit_is 0 "$MKFS" --version
-check "--version names the format" grep -q "image format 1" "$T/out"
+check "--version names the format" grep -q "image format 2" "$T/out"
 check "missing directory: exit 1" exit_is 1 "$MKFS" "$T/no/such/dir/c.img"
 mkdir "$T/d"
 check "a directory is refused even with -f" exit_is 1 "$MKFS" -f "$T/d"
