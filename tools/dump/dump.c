@@ -550,9 +550,12 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	print_field("deleted homes:", "%llu (keeping %llu blocks for their borrowers)",
 		    (unsigned long long)c->dead_homes, (unsigned long long)c->kept);
 	cli_format_bytes(saved, buf, sizeof(buf));
-	print_field("sharing saves:", "%llu bytes (%s: %llu borrowed blocks of %u, stored once)",
-		    (unsigned long long)saved, buf, (unsigned long long)c->borrowed,
-		    s.block_size);
+	if (saved)
+		print_field("sharing saves:", "%llu bytes (%s: %llu borrowed blocks of %u, "
+			    "stored once)", (unsigned long long)saved, buf,
+			    (unsigned long long)c->borrowed, s.block_size);
+	else
+		print_field("sharing saves:", "0 bytes (no file borrows blocks)");
 	print_field("xattrs:", "%llu", (unsigned long long)c->xattrs);
 	print_field("orphans:", "%llu", (unsigned long long)c->orphans);
 	cli_format_bytes(u->file_bytes, buf, sizeof(buf));
