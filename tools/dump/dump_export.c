@@ -8,9 +8,10 @@
  * nodes, FIFOs and sockets. Files are written sparse: stored blocks are
  * written, and within them whole 4 KiB pages of zeros are skipped, so holes
  * stay holes. Shared blocks (copy_file_range's, kv/share.c) are written into
- * each file that borrows them: DEST holds whole copies. Attributes are set in the order that keeps them: contents,
- * owner (which clears set-ID bits), xattrs, mode, and times last; a
- * directory's times after its entries are made.
+ * each file that borrows them: DEST holds whole copies. Attributes are set
+ * in the order that keeps them: contents, owner (which clears set-ID bits),
+ * xattrs, mode, and times last; a directory's times after its entries are
+ * made.
  *
  * POSIX ACLs are xattrs here: kvfs stores them in the encoding setxattr
  * takes. Setting an access ACL sets the mode's permission bits, and the
