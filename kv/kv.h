@@ -569,7 +569,8 @@ int kv_key_decode(enum kv_db db, const void *key, size_t klen, struct kv_key *ou
  * else k->name. An xattr name is at most KV_XATTR_NAME_MAX bytes. */
 size_t kv_key_encode(enum kv_db db, const struct kv_key *k, void *buf);
 /* The bytes every key of inode ino starts with, in the databases keyed by
- * inode first (inode, dirent, data, xattr, orphan), into buf (8 bytes);
+ * inode first (inode, dirent, data, xattr, orphan; extent: the borrower's;
+ * lend: the home's), into buf (8 bytes);
  * returns their count. kv_iter_seek there finds the inode's first record,
  * malformed ones included. */
 size_t kv_key_prefix(uint64_t ino, void *buf);

@@ -35,8 +35,9 @@ typedef int (*walk_fn)(void *arg, const void *key, size_t klen, const void *val,
 int walk_records(kv_txn *txn, enum kv_db db, const void *from, size_t fromlen, walk_fn fn,
 		 void *arg);
 /* walk_records over the records of inode ino in a database keyed by inode
- * first (inode, dirent, data, xattr, orphan): those whose key starts with
- * ino's prefix (kv_key_prefix), malformed keys included. */
+ * first (inode, dirent, data, xattr, orphan; extent by the borrower, lend
+ * by the home): those whose key starts with ino's prefix (kv_key_prefix),
+ * malformed keys included. */
 int walk_inode(kv_txn *txn, enum kv_db db, uint64_t ino, walk_fn fn, void *arg);
 
 #endif

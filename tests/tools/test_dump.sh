@@ -2,7 +2,9 @@
 # test_dump.sh - kvfs-dump's views on a known image (summary, tree, inode,
 # keys give the expected lines), its usage errors (exit 16, checked before
 # IMAGE is opened), damage (reported, exit 8, the walk goes on, nothing
-# written outside DEST) and garbage images (exit 8, never a crash).
+# written outside DEST) and garbage images (exit 8, never a crash); shared
+# blocks (shown, exported as the files read, damage to them named) and a
+# version 1 image (read as it is, not upgraded).
 #
 # Arguments: MKFS DUMP (the binaries under test).
 set -u
@@ -38,13 +40,18 @@ cp "$T/out" "$T/summary"
 has() { grep -qxF -- "$1" "$2" || { echo "  no line '$1' in:"; cat "$2"; return 1; }; }
 check "summary: label" has "label:          'known'" "$T/summary"
 check "summary: block size" has "block size:     4072" "$T/summary"
-check "summary: format" has "format version: 1" "$T/summary"
+check "summary: format" has "format version: 2" "$T/summary"
 check "summary: counter" has "inode counter:  7" "$T/summary"
 check "summary: inodes" \
 	has "inodes:         6 (dir 2, file 2, symlink 1, fifo 1, chr 0, blk 0, sock 0)" "$T/summary"
 check "summary: dirents" has "dirents:        6 names in 6 keys" "$T/summary"
 check "summary: blocks" has "data blocks:    4 (0 unwritten: fallocate's, read as zeros)" "$T/summary"
 check "summary: xattrs" has "xattrs:         1" "$T/summary"
+check "summary: no extents" has "extents:        0 (0 blocks borrowed)" "$T/summary"
+check "summary: nothing lent" has "blocks lent:    0 (distinct home blocks; homes: 0)" "$T/summary"
+check "summary: no deleted home" \
+	has "deleted homes:  0 (keeping 0 blocks for their borrowers)" "$T/summary"
+check "summary: nothing saved" has "sharing saves:  0 bytes (no file borrows blocks)" "$T/summary"
 check "summary: orphans" has "orphans:        0" "$T/summary"
 check "summary: stored" \
 	has "data stored:    10018 bytes (9.8 KiB: file blocks 10001, inline 8, xattrs 9)" "$T/summary"
@@ -75,12 +82,13 @@ check "inode by number gives the same" exit_is 0 "$DUMP" "$T/k.img" inode 2
 check "inode by number gives the same lines" cmp -s "$T/out" "$T/inode"
 for want in "inode:          2" "type:           file" "mode:           100640" \
 	"uid:            $U" "gid:            $G" "nlink:          2" "size:           10000" \
-	"nblocks:        3" \
+	"nblocks:        3" "flags:          0" \
 	"mtime:          2001-02-03 04:05:06.123456789 UTC (981173106.123456789)" \
 	"name:           /a.txt (directory 1, slot 0)" \
 	"name:           /dir/hard (directory 3, slot 0)" "names:          2" \
 	"block:          0 length 4072 ok" "block:          1 length 4072 ok" \
 	"block:          2 length 1856 ok" "blocks:         3 (0 bad)" \
+	"extents:        0 (0 blocks borrowed)" "lends:          0 (0 blocks lent)" \
 	'xattr:          user.k (3 bytes) "val"' "xattrs:         1"; do
 	check "inode: '$want'" has "$want" "$T/inode"
 done
@@ -95,7 +103,7 @@ check "missing inode: named" grep -q "inode 99: no such inode" "$T/err"
 
 check "keys meta" exit_is 0 "$DUMP" "$T/k.img" keys meta
 check "keys meta: the superblock" grep -q \
-	"^super version 1 block_size 4072 compat 0 ro_compat 0 incompat 0 uuid .* next_ino 7 created [0-9]* label 'known' (136 bytes)$" \
+	"^super version 2 block_size 4072 compat 0 ro_compat 0 incompat 0 uuid .* next_ino 7 created [0-9]* label 'known' (136 bytes)$" \
 	"$T/out"
 check "keys inode" exit_is 0 "$DUMP" "$T/k.img" keys inode
 check "keys inode: 6 records" [ "$(wc -l <"$T/out")" -eq 6 ]
@@ -118,14 +126,21 @@ check "keys xattr --hex" exit_is 0 "$DUMP" "$T/k.img" keys xattr --hex
 check "keys xattr --hex: the record" has "0000000000000002757365722e6b 76616c" "$T/out"
 check "keys orphan: none" exit_is 0 "$DUMP" "$T/k.img" keys orphan
 check "keys orphan: empty" [ ! -s "$T/out" ]
+for db in extent lend; do
+	check "keys $db: none" exit_is 0 "$DUMP" "$T/k.img" keys "$db"
+	check "keys $db: empty" [ ! -s "$T/out" ]
+done
 
 # ---- --help, --version, usage errors (IMAGE is garbage: arguments first)
 head -c 65536 /dev/urandom >"$T/random.img"
 check "--help" exit_is 0 "$DUMP" --help
 check "--help lists the commands" [ "$(grep -cE '^  (summary|tree|inode|keys|export|backup) ' \
 	"$T/out")" -eq 6 ]
+check "--help lists the databases" \
+	has "The databases keys reads: meta, inode, dirent, data, xattr, orphan, extent" "$T/out"
+check "--help: lend among them" grep -q "^lend (the same records" "$T/out"
 check "--version" exit_is 0 "$DUMP" --version
-check "--version names the format" grep -q "image format 1" "$T/out"
+check "--version names the format" grep -q "image format 2" "$T/out"
 for args in "" "$T/random.img" "--bogus $T/random.img summary" "$T/random.img nosuch" \
 	"$T/random.img summary extra" "$T/random.img tree relative" "$T/random.img tree / /" \
 	"$T/random.img inode" "$T/random.img inode abc" "$T/random.img inode 0" \
@@ -136,6 +151,11 @@ for args in "" "$T/random.img" "--bogus $T/random.img summary" "$T/random.img no
 	check "usage error: exit 16 ($args)" exit_is 16 "$DUMP" $args
 	check "usage error: a message ($args)" grep -q "^kvfs-dump: " "$T/err"
 done
+check "keys of no such database: the databases named" \
+	exit_is 16 "$DUMP" "$T/random.img" keys nosuch
+check "keys of no such database: extent and lend among them" \
+	grep -q "no database 'nosuch' (meta, inode, dirent, data, xattr, orphan, extent, lend)" \
+	"$T/err"
 check "unknown option: named" exit_is 16 "$DUMP" --bogus "$T/random.img" summary
 check "unknown option: named, by the program's name" \
 	grep -q "^kvfs-dump: unknown option '--bogus'" "$T/err"
@@ -294,5 +314,163 @@ PY
 check "inode 0: shown" exit_is 0 "$DUMP" "$T/zero.img" inode /fifo
 check "inode 0: its xattr" has 'xattr:          user.z (2 bytes) "zz"' "$T/out"
 check "inode 0: no record of another inode" has "xattrs:         1" "$T/out"
+
+# ---- shared blocks, as copy_file_range leaves them (kv/share.c): blocks 1-2
+# of "new\nline" (inode 6, 1 byte in block 0) read as blocks 0-1 of a.txt
+# (inode 2, all A); its size grows to 3 blocks. Records made by hand, so the
+# views are checked against known values (test_dump_mounted.sh makes them
+# through a mount)
+cp "$T/k.img" "$T/share.img"
+share_py() { # IMAGE: the share above; then python statements on t, dbs, key
+	"$PY" - "$@" <<PY || echo "FAIL: could not edit $1"
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=10, lock=False)
+dbs = {n: env.open_db(n.encode(), create=False)
+       for n in ("meta", "inode", "data", "extent", "lend")}
+key = lambda *v: b"".join(struct.pack(">Q", x) for x in v)
+le = lambda *v: b"".join(struct.pack("<Q", x) for x in v)
+with env.begin(write=True) as t:
+    if not t.get(key(6, 1), db=dbs["extent"]):
+        sb = bytearray(t.get(b"super", db=dbs["meta"]))
+        struct.pack_into("<Q", sb, 32, struct.unpack_from("<Q", sb, 32)[0] | 2)
+        t.put(b"super", bytes(sb), db=dbs["meta"])
+        for ino, flag, size, nblocks in ((2, 1, None, None), (6, 2, 3 * 4072, 3)):
+            r = bytearray(t.get(key(ino), db=dbs["inode"]))
+            struct.pack_into("<Q", r, 32, flag)
+            if size:
+                struct.pack_into("<Q", r, 16, size)
+                struct.pack_into("<Q", r, 40, nblocks)
+            t.put(key(ino), bytes(r), db=dbs["inode"])
+        t.put(key(6, 1), le(2, 0, 2), db=dbs["extent"])
+        t.put(key(2, 0, 6, 1), le(2), db=dbs["lend"])
+$(cat)
+env.close()
+PY
+}
+share_py "$T/share.img" </dev/null
+check "share: summary" exit_is 0 "$DUMP" "$T/share.img" summary
+for want in "features:       compat 0, ro_compat 0, incompat 0x2 (shared blocks)" \
+	"data blocks:    4 (0 unwritten: fallocate's, read as zeros)" \
+	"extents:        1 (2 blocks borrowed)" \
+	"blocks lent:    2 (distinct home blocks; homes: 1)" \
+	"deleted homes:  0 (keeping 0 blocks for their borrowers)" \
+	"sharing saves:  8144 bytes (8.0 KiB: 2 borrowed blocks of 4072, stored once)" \
+	"data stored:    10018 bytes (9.8 KiB: file blocks 10001, inline 8, xattrs 9)"; do
+	check "share: summary '$want'" has "$want" "$T/out"
+done
+ratios="(image size / data stored; [0-9.]* / data stored + sharing saves)"
+check "share: amplification, both ratios" grep -q "^amplification:  [0-9.]* $ratios$" "$T/out"
+check "share: keys extent" exit_is 0 "$DUMP" "$T/share.img" keys extent
+check "share: keys extent, the record" diff - "$T/out" <<<"6 1 home 2 0 count 2"
+check "share: keys lend" exit_is 0 "$DUMP" "$T/share.img" keys lend
+check "share: keys lend, the record" diff - "$T/out" <<<"2 0 borrower 6 1 count 2"
+check "share: keys extent --hex" exit_is 0 "$DUMP" "$T/share.img" keys extent --hex
+check "share: keys extent --hex, the record" diff - "$T/out" \
+	<<<"00000000000000060000000000000001 020000000000000000000000000000000200000000000000"
+check "share: keys lend --hex" exit_is 0 "$DUMP" "$T/share.img" keys lend -x
+check "share: keys lend --hex, the record" diff - "$T/out" \
+	<<<"0000000000000002000000000000000000000000000000060000000000000001 0200000000000000"
+check "share: keys inode" exit_is 0 "$DUMP" "$T/share.img" keys inode
+check "share: keys inode, the borrower's flags" \
+	grep -q "^6 mode 100[0-7]* .* size 12216 rdev 0 flags 0x2 nblocks 3 " "$T/out"
+check "share: keys inode, the home's flags" \
+	grep -q "^2 mode 100640 .* flags 0x1 nblocks 3 " "$T/out"
+check "share: inode of the borrower" exit_is 0 "$DUMP" "$T/share.img" inode 6
+for want in "flags:          0x2 (borrows)" "nblocks:        3" "blocks:         1 (0 bad)" \
+	"extent:         blocks 1-2 from inode 2 blocks 0-1" \
+	"extents:        1 (2 blocks borrowed)" \
+	"lends:          0 (0 blocks lent)"; do
+	check "share: borrower '$want'" has "$want" "$T/out"
+done
+check "share: inode of the home" exit_is 0 "$DUMP" "$T/share.img" inode /dir/hard
+for want in "flags:          0x1 (lends)" "extents:        0 (0 blocks borrowed)" \
+	"lent:           blocks 0-1 to inode 6 (its blocks 1-2)" \
+	"lends:          1 (2 blocks lent)"; do
+	check "share: home '$want'" has "$want" "$T/out"
+done
+# what a mount reads: the byte of its own, zeros to the block's end, then
+# a.txt's first two blocks
+{ printf z; head -c 4071 /dev/zero; head -c 8144 "$K/a.txt"; } >"$T/share.want"
+check "share: export" exit_is 0 "$DUMP" "$T/share.img" export "$T/share.d"
+check "share: the borrowed blocks exported" cmp "$T/share.want" "$T/share.d/new"$'\n'"line"
+check "share: the home exported whole" cmp "$K/a.txt" "$T/share.d/a.txt"
+check "share: tar export" exit_is 0 "$DUMP" "$T/share.img" export "$T/share.tar"
+mkdir "$T/share.t"
+check "share: tar extracts" tar -C "$T/share.t" -xf "$T/share.tar"
+check "share: the borrowed blocks in the archive" cmp "$T/share.want" "$T/share.t/new"$'\n'"line"
+check "share: the home in the archive" cmp "$K/a.txt" "$T/share.t/a.txt"
+
+# damage: a home block gone (read as zeros, named), an extent record cut
+# short (shown as malformed), a lend record without its extent (shown)
+cp "$T/k.img" "$T/share-bad.img"
+share_py "$T/share-bad.img" <<'PY'
+    t.delete(key(2, 1), db=dbs["data"])
+    t.put(key(6, 9), b"short", db=dbs["extent"])
+    t.put(key(2, 5, 9, 0), le(1), db=dbs["lend"])
+PY
+check "share damage: keys extent exit 8" exit_is 8 "$DUMP" "$T/share-bad.img" keys extent
+check "share damage: the malformed record" \
+	has "00000000000000060000000000000009 malformed (value of 5 bytes)" "$T/out"
+check "share damage: the good one" has "6 1 home 2 0 count 2" "$T/out"
+check "share damage: keys lend" exit_is 0 "$DUMP" "$T/share-bad.img" keys lend
+check "share damage: keys lend, both" [ "$(wc -l <"$T/out")" -eq 2 ]
+check "share damage: inode exit 8" exit_is 8 "$DUMP" "$T/share-bad.img" inode 6
+check "share damage: inode shows it" has "extent:         malformed" "$T/out"
+check "share damage: inode counts the good one" has "extents:        1 (2 blocks borrowed)" "$T/out"
+check "share damage: summary exit 8" exit_is 8 "$DUMP" "$T/share-bad.img" summary
+check "share damage: summary names it" grep -q "malformed extent record" "$T/err"
+check "share damage: export exit 8" exit_is 8 "$DUMP" "$T/share-bad.img" export "$T/share-bad.d"
+check "share damage: the missing home block named" grep -qF \
+	"'new\nline': block 2: its home, inode 2 block 1, is missing; exported as zeros" "$T/err"
+check "share damage: the malformed extent named" grep -qF \
+	"'new\nline': a malformed extent record; its blocks exported as zeros" "$T/err"
+{ printf z; head -c 4071 /dev/zero; head -c 4072 "$K/a.txt"; head -c 4072 /dev/zero; } \
+	>"$T/share.want"
+check "share damage: the rest exported" cmp "$T/share.want" "$T/share-bad.d/new"$'\n'"line"
+
+# ---- a version 1 image (before shared blocks: no extent and lend
+# databases): every command reads it, read-only, and leaves it version 1
+cp "$T/k.img" "$T/v1.img"
+"$PY" - "$T/v1.img" <<'PY' || echo "FAIL: could not make a version 1 image"
+import lmdb, struct, sys
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=10, lock=False)
+meta = env.open_db(b"meta", create=False)
+with env.begin(write=True) as t:
+    for name in (b"extent", b"lend"):
+        t.drop(env.open_db(name, txn=t, create=False), delete=True)
+    sb = bytearray(t.get(b"super", db=meta))
+    struct.pack_into("<I", sb, 8, 1)                 # the format version
+    t.put(b"super", bytes(sb), db=meta)
+with env.begin() as t:
+    assert t.get(b"extent") is None and t.get(b"lend") is None
+env.close()
+PY
+cp "$T/v1.img" "$T/v1.orig"
+check "version 1: summary" exit_is 0 "$DUMP" "$T/v1.img" summary
+check "version 1: summary says so" has "format version: 1" "$T/out"
+check "version 1: no extents" has "extents:        0 (0 blocks borrowed)" "$T/out"
+check "version 1: the rest counted" \
+	has "data blocks:    4 (0 unwritten: fallocate's, read as zeros)" "$T/out"
+check "version 1: keys meta" exit_is 0 "$DUMP" "$T/v1.img" keys meta
+check "version 1: keys meta, the superblock" grep -q "^super version 1 block_size 4072 " "$T/out"
+for db in extent lend; do
+	check "version 1: keys $db" exit_is 0 "$DUMP" "$T/v1.img" keys "$db"
+	check "version 1: keys $db, none" [ ! -s "$T/out" ]
+	check "version 1: keys $db --hex" exit_is 0 "$DUMP" "$T/v1.img" keys "$db" --hex
+	check "version 1: keys $db --hex, none" [ ! -s "$T/out" ]
+done
+check "version 1: tree" exit_is 0 "$DUMP" "$T/v1.img" tree
+check "version 1: tree, the expected lines" diff "$T/tree.want" "$T/out"
+check "version 1: inode" exit_is 0 "$DUMP" "$T/v1.img" inode /a.txt
+check "version 1: inode, its blocks" has "blocks:         3 (0 bad)" "$T/out"
+check "version 1: inode, no extents" has "extents:        0 (0 blocks borrowed)" "$T/out"
+check "version 1: export" exit_is 0 "$DUMP" "$T/v1.img" export "$T/v1.d"
+check "version 1: export, the file" cmp "$K/a.txt" "$T/v1.d/a.txt"
+check "version 1: tar export" exit_is 0 "$DUMP" "$T/v1.img" export "$T/v1.tar"
+check "version 1: tar export, the file" cmp "$K/a.txt" <(tar -xOf "$T/v1.tar" ./a.txt)
+check "version 1: backup" exit_is 0 "$DUMP" "$T/v1.img" backup "$T/v1.backup"
+check "version 1: the backup is version 1 too" exit_is 0 "$DUMP" "$T/v1.backup" summary
+check "version 1: the backup says so" has "format version: 1" "$T/out"
+check "version 1: the image not upgraded (unchanged)" cmp "$T/v1.orig" "$T/v1.img"
 
 summary

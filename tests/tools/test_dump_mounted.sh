@@ -4,7 +4,9 @@
 # through the mount come out of an export; kvfs-dump export (directory
 # and tar) and backup of a mounted image while a writer runs give one
 # consistent snapshot (a set of files switched by one rename is all-old or
-# all-new), do not stall the writer, and the backup opens, mounts and checks.
+# all-new), do not stall the writer, and the backup opens, mounts and checks;
+# blocks shared through the mount (cp: copy_file_range) are shown, and
+# export and backup give the files byte for byte as the mount reads them.
 #
 # Environment: KVFS_BIN, MKFS_BIN, DUMP_BIN; FSCK_BIN when fsck.kvfs is built.
 . "$(dirname "$0")/../fs/lib.sh"
@@ -51,6 +53,95 @@ if [ "$HAVE_ACL" = 1 ]; then
 	check "mounted: ACLs through tar --acls equal" diff "$T/acl.m" "$T/acl.x"
 fi
 kvfs_umount
+
+# ---- shared blocks made through the mount: cp within it shares blocks
+# (copy_file_range), a copy of a copy borrows from the first file, a part
+# copied into the middle of another file, a write into a copy gives it
+# blocks of its own, and the original is deleted (its blocks stay, kept
+# for the copies). kvfs-dump shows the shares, and export (a directory, a
+# tar) and backup give the files as the mount reads them.
+kvfs_mkfs
+kvfs_mount
+mkdir "$MNT/sub"
+head -c 1300000 /dev/urandom >"$MNT/orig" # 319 whole blocks and a short one
+truncate -s 3M "$MNT/sparse"
+head -c 200000 /dev/urandom | dd of="$MNT/sparse" bs=4072 seek=100 conv=notrunc status=none
+cp "$MNT/orig" "$MNT/copy"
+cp "$MNT/copy" "$MNT/sub/copy2"
+cp "$MNT/sparse" "$MNT/sub/sparse-copy"
+python3 - "$MNT" <<'PY' || echo "FAIL: copy_file_range into part"
+import os, sys
+src = os.open(os.path.join(sys.argv[1], "orig"), os.O_RDONLY)
+dst = os.open(os.path.join(sys.argv[1], "part"), os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(dst, b"head" * 3000)
+n, done = 4072 * 40, 0 # orig's blocks 7-46 as part's blocks 10-49
+while done < n:
+    done += os.copy_file_range(src, dst, n - done, 4072 * 7 + done, 4072 * 10 + done)
+PY
+not() { ! "$@"; }
+has_line() { grep -qxF -- "$1" "$2" || { echo "  no line '$1' in:"; head -50 "$2"; return 1; }; }
+ORIG=$(stat -c %i "$MNT/orig")
+COPY=$(stat -c %i "$MNT/copy")
+printf 'written into a copy' | dd of="$MNT/copy" bs=1 seek=50000 conv=notrunc status=none
+rm "$MNT/orig"
+sync -f "$MNT"
+# the daemon frees the inode once the kernel forgets it, in a lazy commit
+for i in $(seq 100); do
+	"$DUMP" "$IMG" inode "$ORIG" 2>/dev/null | grep -q "^inode:          $ORIG (deleted" && break
+	sleep 0.1
+done
+check "shares: summary" exit_is 0 "$DUMP" "$IMG" summary
+cp "$T/out" "$T/share.summary"
+check "shares: the copies borrow (cp used copy_file_range)" \
+	grep -Eq "^extents:        [1-9][0-9]* \([1-9][0-9]* blocks borrowed\)$" "$T/out"
+check "shares: the deleted original keeps its blocks" \
+	grep -Eq "^deleted homes:  1 \(keeping 319 blocks for their borrowers\)$" "$T/out"
+saves="[1-9][0-9]* bytes \(.*: [0-9]* borrowed blocks of 4072, stored once\)"
+check "shares: summary says what sharing saves" grep -Eq "^sharing saves:  $saves$" "$T/out"
+check "shares: a copy of a copy" exit_is 0 "$DUMP" "$IMG" inode /sub/copy2
+check "shares: ... borrows from the deleted original" \
+	has_line "extent:         blocks 0-255 from inode $ORIG (deleted) blocks 0-255" "$T/out"
+check "shares: ... its flags" has_line "flags:          0x2 (borrows)" "$T/out"
+check "shares: the written copy" exit_is 0 "$DUMP" "$IMG" inode "$COPY"
+check "shares: ... owns the block written" grep -q "^block:          12 length 4072 ok$" "$T/out"
+check "shares: ... borrows around it" \
+	has_line "extent:         blocks 13-255 from inode $ORIG (deleted) blocks 13-255" "$T/out"
+check "shares: the deleted original, by number" exit_is 0 "$DUMP" "$IMG" inode "$ORIG"
+check "shares: ... said to be deleted" grep -q "^inode:          $ORIG (deleted: " "$T/out"
+check "shares: ... lends to the part" has_line \
+	"lent:           blocks 7-46 to inode $(stat -c %i "$MNT/part") (its blocks 10-49)" "$T/out"
+check "shares: ... keeps 319 blocks" \
+	has_line "lends:          $(grep -c '^lent:' "$T/out") (319 blocks lent)" "$T/out"
+check "shares: export" exit_is 0 "$DUMP" "$IMG" export "$T/share.d"
+check "shares: export is byte-identical" diff -r "$MNT" "$T/share.d"
+check "shares: tar export" exit_is 0 "$DUMP" "$IMG" export "$T/share.tar"
+mkdir "$T/share.t"
+check "shares: tar extracts" tar -C "$T/share.t" -xf "$T/share.tar"
+check "shares: tar export is byte-identical" diff -r "$MNT" "$T/share.t"
+check "shares: backup" exit_is 0 "$DUMP" "$IMG" backup "$T/share.img"
+check "shares: backup: summary" exit_is 0 "$DUMP" "$T/share.img" summary
+shares() { grep -E "^(extents|blocks lent|deleted homes|sharing saves):" "$1"; }
+check "shares: backup: the same shares" diff <(shares "$T/share.summary") <(shares "$T/out")
+M2=$T/share.mnt
+mkdir "$M2"
+if "$KVFS_BIN" "$T/share.img" "$M2" 2>/dev/null; then
+	check "shares: backup mounts and reads identically" diff -r "$MNT" "$M2"
+	# a write into a copy of the backup (its block 10: the original's,
+	# which copy and part borrow too) leaves the others as they were
+	printf 'into the backup' | dd of="$M2/sub/copy2" bs=1 seek=40820 conv=notrunc status=none
+	check "shares: backup: a write into a copy shows" not cmp -s "$MNT/sub/copy2" "$M2/sub/copy2"
+	check "shares: backup: ... and leaves those it shares with" \
+		cmp "$MNT/part" "$M2/part" && cmp "$MNT/copy" "$M2/copy"
+	fusermount3 -u "$M2"
+	kvfs_wait_closed "$T/share.img"
+else
+	check "shares: backup mounts" false
+fi
+rmdir "$M2"
+kvfs_umount
+check "shares: export of the unmounted image" exit_is 0 "$DUMP" "$IMG" export "$T/share.d2"
+check "shares: ... the same" diff -r "$T/share.d" "$T/share.d2"
+rm -rf "$T/share.d" "$T/share.d2" "$T/share.t" "$T/share.tar" "$T/share.img"
 
 # ---- snapshots of a mounted image under a writer
 kvfs_mkfs

@@ -13,9 +13,15 @@
  *
  * summary prints "FIELD: VALUE" lines (the field padded to 16 columns):
  * the superblock, record counts (inodes by type, dirent names and keys,
- * data blocks, xattrs, orphans), the image's size and the map's pages in
- * use, the data stored (file block bytes + symlink targets + xattr names
- * and values) and the amplification, image size / data stored.
+ * data blocks, xattrs, orphans), the shared blocks (kv/share.c: extent
+ * records and the blocks they borrow, the distinct blocks lent and the
+ * files that lend them, deleted homes and the blocks they keep, and the
+ * bytes sharing saves: borrowed blocks x block size, which no file stores
+ * twice), the image's size and the map's pages in use, the data stored
+ * (file block bytes, a shared block once + symlink targets + xattr names
+ * and values) and the amplification, image size / data stored (and, where
+ * blocks are shared, image size / (data stored + sharing saves): against
+ * the bytes the files would take unshared).
  *
  * Invariants:
  *  1. Arguments are checked before the image is opened: a usage error is
@@ -64,10 +70,10 @@ static const struct dump_cmd {
 	 dump_summary, 0},
 	{"tree", "[PATH]", "the directory tree with inode numbers, types and sizes", parse_path,
 	 dump_tree, CMD_TXN},
-	{"inode", "N|PATH", "one inode in full: attributes, names, blocks, xattrs", parse_inode,
-	 dump_inode, CMD_TXN},
-	{"keys", "DB [--hex]", "raw records of DB (meta inode dirent data xattr orphan)",
-	 parse_keys, dump_keys, CMD_TXN},
+	{"inode", "N|PATH", "one inode: attributes, names, blocks, shares, xattrs",
+	 parse_inode, dump_inode, CMD_TXN},
+	{"keys", "DB [--hex]", "raw records of database DB, decoded (see below)", parse_keys,
+	 dump_keys, CMD_TXN},
 	{"export", "DEST|-", "the tree into directory DEST, or a tar archive (see below)",
 	 parse_export, dump_export, 0},
 	{"backup", "DEST", "a compacted, consistent copy of IMAGE in new file DEST",
@@ -97,6 +103,9 @@ static void usage(FILE *f)
 		".tar.xz or .txz, .tar.zst or .tzst; to standard output for - (never to a\n"
 		"terminal); into DEST when it is a directory; else into a new directory\n"
 		"DEST (refused when DEST ends like another archive, .zip or .gz ...).\n"
+		"The databases keys reads: meta, inode, dirent, data, xattr, orphan, extent\n"
+		"(blocks a file borrows from another: copy_file_range's shared blocks) and\n"
+		"lend (the same records, by the file that stores the blocks).\n"
 		"Names are printed with control characters, backslashes and invalid UTF-8\n"
 		"escaped (\\n, \\\\, \\xHH).\n"
 		"\n"
@@ -174,7 +183,8 @@ static int parse_keys(struct dump_args *a, int argc, char **argv)
 		return -1;
 	}
 	if (kv_db_lookup(db, &a->db)) {
-		cli_error("no database '%s' (meta, inode, dirent, data, xattr, orphan)", db);
+		cli_error("no database '%s' (meta, inode, dirent, data, xattr, orphan, extent, "
+			  "lend)", db);
 		return -1;
 	}
 	return 0;
@@ -240,6 +250,16 @@ const char *dump_type_name(uint32_t mode)
 	case S_IFSOCK: return "sock";
 	default: return "?";
 	}
+}
+
+uint64_t dump_lent_blocks(uint64_t *end, const struct kv_extent *b)
+{
+	uint64_t from = b->hfirst > *end ? b->hfirst : *end;
+
+	if (b->hfirst + b->count <= from)
+		return 0;
+	*end = b->hfirst + b->count;
+	return *end - from;
 }
 
 int dump_name_ok(const char *name, size_t len)
@@ -331,6 +351,11 @@ struct counts {
 	uint64_t by_type[16]; /* by kv_dirent_type: DT_DIR, DT_REG, ... */
 	uint64_t inodes, names, dirent_keys, blocks, unwritten, xattrs, orphans;
 	uint64_t block_bytes, inline_bytes, xattr_bytes;
+	/* shared blocks (kv/share.c) */
+	uint64_t extents, borrowed; /* extent records, the blocks they cover */
+	uint64_t homes, lent;       /* files lending, distinct blocks of theirs lent */
+	uint64_t dead_homes, kept;  /* of them deleted, and the blocks they store */
+	uint64_t home, home_end;    /* the lend walk: its home, the end of what it lends */
 	char defaults[KV_DEFAULTS_MAX + 1]; /* kvfs-tune -o */
 };
 
@@ -415,6 +440,56 @@ static void count_xattr(struct dump *d, struct counts *c, const unsigned char *k
 	c->xattr_bytes += key.namelen + vl;
 }
 
+static void count_extent(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+			 const void *v, size_t vl)
+{
+	struct kv_extent b;
+
+	if (kv_decode_extent(KV_DB_EXTENT, k, kl, v, vl, &b)) {
+		dump_error(d, "malformed extent record (key of %zu bytes, value of %zu)", kl, vl);
+		return;
+	}
+	c->extents++;
+	c->borrowed += b.count;
+}
+
+static int count_one(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	(void)k;
+	(void)kl;
+	(void)v;
+	(void)vl;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
+/* A home with no inode record
+ * is a deleted file that keeps what it lent (share.c invariant 4): its data
+ * records are what it keeps. */
+static void count_lend(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
+		       const void *v, size_t vl)
+{
+	struct kv_inode in;
+	struct kv_extent b;
+
+	if (kv_decode_extent(KV_DB_LEND, k, kl, v, vl, &b)) {
+		dump_error(d, "malformed lend record (key of %zu bytes, value of %zu)", kl, vl);
+		return;
+	}
+	if (c->homes == 0 || b.home != c->home) {
+		c->homes++;
+		c->home = b.home;
+		c->home_end = 0;
+		if (kv_inode_get(d->t, b.home, &in) == -ENOENT) {
+			c->dead_homes++;
+			if (walk_inode(d->t, KV_DB_DATA, b.home, count_one, &c->kept))
+				dump_error(d, "inode %llu (deleted): cannot count its blocks",
+					   (unsigned long long)b.home);
+		}
+	}
+	c->lent += dump_lent_blocks(&c->home_end, &b);
+}
+
 static void print_field(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -432,11 +507,14 @@ static void print_field(const char *name, const char *fmt, ...)
 static void print_summary(struct dump *d, const struct kv_usage *u, const struct counts *c)
 {
 	const uint64_t *t = c->by_type;
-	uint64_t stored = c->block_bytes + c->inline_bytes + c->xattr_bytes;
+	uint64_t stored = c->block_bytes + c->inline_bytes + c->xattr_bytes, saved;
 	struct kv_super s;
 	char buf[64], b2[64];
 
 	kv_super_get(d->env, &s);
+	/* a borrowed block is whole (share.c invariant 2): a copy would store
+	 * block-size bytes again */
+	saved = c->borrowed * s.block_size;
 	print_field("image:", "%s", d->image);
 	print_field("format version:", "%u", s.version);
 	cli_format_uuid(s.uuid, buf);
@@ -447,10 +525,13 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	cli_format_time(s.created_ns, buf, sizeof(buf));
 	print_field("created:", "%s", buf);
 	print_field("inode counter:", "%llu", (unsigned long long)s.next_ino);
-	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx%s",
+	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx%s%s%s%s",
 		    (unsigned long long)s.feature_compat, (unsigned long long)s.feature_ro_compat,
-		    (unsigned long long)s.feature_incompat,
-		    s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN ? " (unwritten blocks)" : "");
+		    (unsigned long long)s.feature_incompat, s.feature_incompat ? " (" : "",
+		    s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN ? "unwritten blocks" : "",
+		    s.feature_incompat == KV_FEATURE_INCOMPAT_KNOWN ? ", " : "",
+		    s.feature_incompat & KV_FEATURE_INCOMPAT_SHARED ? "shared blocks)"
+		    : s.feature_incompat ? ")" : "");
 	print_field("mount defaults:", "%s", c->defaults[0] ? c->defaults : "(none)");
 	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
 		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
@@ -462,6 +543,19 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 		    (unsigned long long)c->dirent_keys);
 	print_field("data blocks:", "%llu (%llu unwritten: fallocate's, read as zeros)",
 		    (unsigned long long)c->blocks, (unsigned long long)c->unwritten);
+	print_field("extents:", "%llu (%llu blocks borrowed)", (unsigned long long)c->extents,
+		    (unsigned long long)c->borrowed);
+	print_field("blocks lent:", "%llu (distinct home blocks; homes: %llu)",
+		    (unsigned long long)c->lent, (unsigned long long)c->homes);
+	print_field("deleted homes:", "%llu (keeping %llu blocks for their borrowers)",
+		    (unsigned long long)c->dead_homes, (unsigned long long)c->kept);
+	cli_format_bytes(saved, buf, sizeof(buf));
+	if (saved)
+		print_field("sharing saves:", "%llu bytes (%s: %llu borrowed blocks of %u, "
+			    "stored once)", (unsigned long long)saved, buf,
+			    (unsigned long long)c->borrowed, s.block_size);
+	else
+		print_field("sharing saves:", "0 bytes (no file borrows blocks)");
 	print_field("xattrs:", "%llu", (unsigned long long)c->xattrs);
 	print_field("orphans:", "%llu", (unsigned long long)c->orphans);
 	cli_format_bytes(u->file_bytes, buf, sizeof(buf));
@@ -473,7 +567,11 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	print_field("data stored:", "%llu bytes (%s: file blocks %llu, inline %llu, xattrs %llu)",
 		    (unsigned long long)stored, b2, (unsigned long long)c->block_bytes,
 		    (unsigned long long)c->inline_bytes, (unsigned long long)c->xattr_bytes);
-	if (stored)
+	if (stored && saved)
+		print_field("amplification:", "%.2f (image size / data stored; %.2f / data "
+			    "stored + sharing saves)", (double)u->file_bytes / (double)stored,
+			    (double)u->file_bytes / ((double)stored + (double)saved));
+	else if (stored)
 		print_field("amplification:", "%.2f (image size / data stored)",
 			    (double)u->file_bytes / (double)stored);
 	else
@@ -503,6 +601,10 @@ int dump_summary(struct dump *d, const struct dump_args *a)
 		rc = walk_db(d, KV_DB_DIRENT, &c, count_dirent);
 	if (!rc)
 		rc = walk_db(d, KV_DB_DATA, &c, count_block);
+	if (!rc)
+		rc = walk_db(d, KV_DB_EXTENT, &c, count_extent);
+	if (!rc)
+		rc = walk_db(d, KV_DB_LEND, &c, count_lend);
 	if (!rc)
 		rc = walk_db(d, KV_DB_XATTR, &c, count_xattr);
 	if (!rc)

@@ -61,6 +61,10 @@ typedef int (*dump_dirent_fn)(void *arg, const struct kv_dirent *de);
 int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg);
 /* "dir", "file", "symlink", "fifo", "chr", "blk", "sock" or "?". */
 const char *dump_type_name(uint32_t mode);
+/* The blocks of lend record b no record before it named, of one home's lend
+ * records walked in key order (by first block lent): *end is the end of
+ * the blocks they named so far (0 before the home's first record). */
+uint64_t dump_lent_blocks(uint64_t *end, const struct kv_extent *b);
 /* A name that can be created in a directory: 1-255 bytes, no '/' or NUL,
  * not "." or "..". */
 int dump_name_ok(const char *name, size_t len);

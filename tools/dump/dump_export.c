@@ -7,9 +7,11 @@
  * times to the nanosecond, symlinks, hard links, extended attributes, device
  * nodes, FIFOs and sockets. Files are written sparse: stored blocks are
  * written, and within them whole 4 KiB pages of zeros are skipped, so holes
- * stay holes. Attributes are set in the order that keeps them: contents,
- * owner (which clears set-ID bits), xattrs, mode, and times last; a
- * directory's times after its entries are made.
+ * stay holes. Shared blocks (copy_file_range's, kv/share.c) are written into
+ * each file that borrows them: DEST holds whole copies. Attributes are set
+ * in the order that keeps them: contents, owner (which clears set-ID bits),
+ * xattrs, mode, and times last; a directory's times after its entries are
+ * made.
  *
  * POSIX ACLs are xattrs here: kvfs stores them in the encoding setxattr
  * takes. Setting an access ACL sets the mode's permission bits, and the
@@ -91,28 +93,37 @@ struct data_walk {
 	unsigned flags;
 	export_data_fn fn;
 	void *arg;
+	struct kv_extent next; /* the file's next extent to send (count 0: none left) */
 };
 
-/* One block of the file: to fn, clipped to the size; the end of the walk
- * at the first block wholly past it. */
-static int data_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+/* One block of the file, stored under (home, hidx): its own key, or its
+ * extent's home (v NULL: not there). To fn, clipped to the size; WALK_DONE
+ * at a block wholly past it. */
+static int data_block(struct data_walk *w, uint64_t idx, uint64_t home, uint64_t hidx,
+		      const void *v, size_t vl)
 {
-	struct data_walk *w = arg;
 	struct export *x = w->x;
-	const uint64_t bs = kv_block_size(x->d->env), ino = w->e->in->ino, size = w->e->in->size;
-	struct kv_key key;
-	int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
-	uint64_t idx = malformed ? UINT64_MAX : key.idx, off;
+	const uint64_t bs = kv_block_size(x->d->env), size = w->e->in->size;
+	uint64_t off;
 	size_t len;
 
 	if (idx >= size / bs + 1 || idx * bs >= size)
 		return WALK_DONE; /* no stored byte lies past the size (FORMAT.md) */
 	if ((w->flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
 		export_progress(x);
-	if (malformed || kv_check_block(x->d->env, ino, idx, v, vl, &len)) {
-		if (w->flags & XDATA_REPORT)
+	if (!v || kv_check_block(x->d->env, home, hidx, v, vl, &len) ||
+	    (len == 0 && home != w->e->in->ino)) {
+		const char *why = !v ? "is missing" : len ? "fails its checksum" : "is unwritten";
+
+		if (!(w->flags & XDATA_REPORT))
+			return 0;
+		if (home == w->e->in->ino)
 			export_error(x, w->e, "block %llu fails its checksum; exported as zeros",
 				     (unsigned long long)idx);
+		else /* a borrowed block (share.c invariant 2: its home's, whole) */
+			export_error(x, w->e, "block %llu: its home, inode %llu block %llu, %s; "
+				     "exported as zeros", (unsigned long long)idx,
+				     (unsigned long long)home, (unsigned long long)hidx, why);
 		return 0;
 	}
 	if (len == 0)
@@ -123,12 +134,103 @@ static int data_record(void *arg, const void *k, size_t kl, const void *v, size_
 	return w->fn(w->arg, off, v, len);
 }
 
+/* The file's next extent into w->next (count 0: no more). A malformed
+ * record is reported and passed over: its blocks read as holes. */
+static int next_extent(struct data_walk *w)
+{
+	const uint64_t ino = w->e->in->ino;
+	const void *k, *v;
+	size_t kl, vl;
+	struct kv_key key;
+	int rc;
+
+	for (;;) {
+		w->next.count = 0;
+		rc = kv_iter_next(w->x->ext_it, &k, &kl, &v, &vl);
+		if (rc)
+			return rc == -ENOENT ? 0 : rc;
+		kv_key_decode(KV_DB_EXTENT, k, kl, &key); /* key.ino: set from 8 bytes on */
+		if (kl < 8 || key.ino != ino)
+			return 0; /* past the file's extents */
+		if (kv_decode_extent(KV_DB_EXTENT, k, kl, v, vl, &w->next) == 0)
+			return 0;
+		if (w->flags & XDATA_REPORT)
+			export_error(w->x, w->e, "a malformed extent record; its blocks exported "
+				     "as zeros");
+	}
+}
+
+/* The borrowed blocks before block below (share.c invariant 3: an extent
+ * starting below a stored block ends at it), each read from its home. */
+static int borrowed_blocks(struct data_walk *w, uint64_t below)
+{
+	struct export *x = w->x;
+	const void *k, *v;
+	unsigned char kb[KV_KEY_MAX];
+	size_t kl, klen, vl;
+	int rc;
+
+	while (w->next.count && w->next.first < below) {
+		const struct kv_extent b = w->next;
+
+		for (uint64_t i = 0; i < b.count; i++) {
+			struct kv_key key = {.ino = b.home, .idx = b.hfirst + i};
+
+			klen = kv_key_encode(KV_DB_DATA, &key, kb);
+			rc = kv_iter_seek(x->home_it, kb, klen);
+			if (rc == 0)
+				rc = kv_iter_next(x->home_it, &k, &kl, &v, &vl);
+			if (rc == 0 && (kl != klen || memcmp(k, kb, klen) != 0))
+				rc = -ENOENT;
+			if (rc && rc != -ENOENT)
+				return rc;
+			rc = data_block(w, b.first + i, b.home, b.hfirst + i, rc ? NULL : v,
+					rc ? 0 : vl);
+			if (rc)
+				return rc;
+		}
+		rc = next_extent(w);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* One data record of the file, after the borrowed blocks before it. */
+static int data_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct data_walk *w = arg;
+	struct kv_key key;
+	int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
+	uint64_t idx = malformed ? UINT64_MAX : key.idx; /* past any size: the end */
+	int rc = borrowed_blocks(w, idx);
+
+	return rc ? rc : data_block(w, idx, w->e->in->ino, idx, v, vl);
+}
+
 int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg)
 {
 	struct data_walk w = {.x = x, .e = e, .flags = flags, .fn = fn, .arg = arg};
+	unsigned char pfx[KV_KEY_MAX];
+	size_t plen = kv_key_prefix(e->in->ino, pfx);
+	int rc = 0;
 
-	return walk_inode(x->d->t, KV_DB_DATA, e->in->ino, data_record, &w);
+	/* the file's extents, merged into its data records in block order:
+	 * looked up whatever the inode's flags say, as the daemon reads them */
+	if (!x->ext_it)
+		rc = kv_iter_open(x->d->t, KV_DB_EXTENT, &x->ext_it);
+	if (!rc && !x->home_it)
+		rc = kv_iter_open(x->d->t, KV_DB_DATA, &x->home_it);
+	if (!rc) {
+		rc = kv_iter_seek(x->ext_it, pfx, plen);
+		rc = rc == -ENOENT ? 0 : rc ? rc : next_extent(&w);
+	}
+	if (!rc)
+		rc = walk_inode(x->d->t, KV_DB_DATA, e->in->ino, data_record, &w);
+	if (!rc)
+		rc = borrowed_blocks(&w, UINT64_MAX);
+	return rc == WALK_DONE ? 0 : rc;
 }
 
 struct xattr_walk {
@@ -348,6 +450,16 @@ static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
 	free(l.ents);
 }
 
+/* Borrowed blocks count toward the progress as the blocks they read as. */
+static int add_borrowed(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct kv_extent b;
+
+	if (kv_decode_extent(KV_DB_EXTENT, k, kl, v, vl, &b) == 0)
+		*(uint64_t *)arg += b.count;
+	return 0;
+}
+
 int dump_export(struct dump *d, const struct dump_args *a)
 {
 	struct export x = {.d = d, .dest = a->dest, .as_root = geteuid() == 0};
@@ -377,7 +489,8 @@ int dump_export(struct dump *d, const struct dump_args *a)
 		goto out;
 	}
 	if (kv_db_count(d->t, KV_DB_INODE, &x.inodes_total) == 0 &&
-	    kv_db_count(d->t, KV_DB_DATA, &blocks) == 0)
+	    kv_db_count(d->t, KV_DB_DATA, &blocks) == 0 &&
+	    walk_records(d->t, KV_DB_EXTENT, NULL, 0, add_borrowed, &blocks) == 0)
 		x.total = x.inodes_total + blocks; /* else no fraction: the bar stays empty */
 	if (x.sink->open(&x) != 0)
 		goto out;
@@ -397,6 +510,8 @@ int dump_export(struct dump *d, const struct dump_args *a)
 			d->errors ? ", with errors" : "");
 	}
 out:
+	kv_iter_close(x.ext_it);
+	kv_iter_close(x.home_it);
 	inomap_release(&w.dirs);
 	inomap_release(&w.links);
 	free(x.path);

@@ -65,6 +65,8 @@ struct export {
 	uint64_t total;   /* inode and block records in the image: the progress's 100% */
 	char *path;       /* the current entry's path */
 	size_t pathlen, pathcap;
+	kv_iter *ext_it;  /* export_data's: extent records, and the blocks they name */
+	kv_iter *home_it;
 };
 
 extern const struct xsink export_dir_sink, export_tar_sink;
@@ -80,9 +82,12 @@ typedef int (*export_data_fn)(void *arg, uint64_t off, const void *data, size_t 
  * the count on the walk that writes. */
 #define XDATA_REPORT 1u
 #define XDATA_COUNT 2u
-/* Call fn for each stored block of a regular file, in order, clipped to the
- * file's size. A block failing its checksum is skipped: it reads as zeros.
- * Returns 0, fn's nonzero result, or an error reading the image. */
+/* Call fn for each block of a regular file that holds bytes, in order,
+ * clipped to the file's size: its own stored blocks and the blocks it
+ * borrows (extent records), read from their homes as the daemon reads them.
+ * A block failing its checksum, or a borrowed one whose home block is
+ * missing, is skipped: it reads as zeros. Returns 0, fn's nonzero result,
+ * or an error reading the image. */
 int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg);
 /* Redraw the progress line if it is due. */

@@ -7,13 +7,19 @@
  *          directories, " -> TARGET" after symlinks, " [links N]" after other
  *          inodes with several names; SIZE is MAJOR:MINOR for devices and
  *          the number of entries for directories. Entries sorted by name.
- *   inode: "FIELD: VALUE" lines, then "name:", "block:" and "xattr:" lines
- *          and their counts. An xattr's value is quoted (its first 256
+ *   inode: "FIELD: VALUE" lines (flags by name too), then "name:",
+ *          "block:", "extent:" (blocks a-b from inode H blocks c-d: borrowed),
+ *          "lent:" (blocks c-d to inode N, its blocks a-b) and "xattr:" lines
+ *          and their counts. A deleted inode that still stores blocks it
+ *          lent (kv/share.c invariant 4) shows its blocks and lend records
+ *          by number. An xattr's value is quoted (its first 256
  *          bytes, escaped); a POSIX ACL's is its short text form instead,
  *          unquoted ("user::rw-,user:1000:r--,group::r--,mask::r--,
  *          other::r--", ids as numbers: the image's, not this host's).
  *   keys:  decoded, one line per record (per entry for dirent lists), the
- *          key's fields first; with --hex "KEYHEX VALUEHEX" ("-": empty).
+ *          key's fields first (extent: INO FIRST home HOME HFIRST count N;
+ *          lend: HOME HFIRST borrower INO FIRST count N); with --hex
+ *          "KEYHEX VALUEHEX" ("-": empty).
  *
  * Invariants:
  *  1. The tree walk never follows a directory already on the current path,
@@ -232,6 +238,7 @@ struct inode_walk {
 	struct dump *d;
 	const struct kv_inode *in;
 	uint64_t count, bad;
+	uint64_t blocks, end; /* extents, lends: blocks named (distinct), the last end */
 };
 
 /* One dirent list: its entries naming the inode. */
@@ -334,7 +341,79 @@ static int xattr_record(void *arg, const void *k, size_t kl, const void *v, size
 	return 0;
 }
 
-/* The names, blocks and xattrs of the inode, each with its count. */
+/* Decode one of the inode's extent or lend records into b; a malformed one
+ * is shown (as FIELD) and reported, and nonzero returned. */
+static int share_decode(struct inode_walk *w, enum kv_db db, const char *field, const void *k,
+			size_t kl, const void *v, size_t vl, struct kv_extent *b)
+{
+	if (kv_decode_extent(db, k, kl, v, vl, b) == 0) {
+		w->count++;
+		return 0;
+	}
+	w->bad++;
+	printf("%-16smalformed\n", field);
+	dump_error(w->d, "inode %llu: a malformed %s record", (unsigned long long)w->in->ino,
+		   kv_db_name(db));
+	return -1;
+}
+
+/* One extent of the inode: the blocks it borrows and where they are. */
+static int extent_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct inode_walk *w = arg;
+	struct kv_inode home;
+	struct kv_extent b;
+	int rc;
+
+	if (share_decode(w, KV_DB_EXTENT, "extent:", k, kl, v, vl, &b))
+		return 0;
+	w->blocks += b.count;
+	rc = kv_inode_get(w->d->t, b.home, &home);
+	if (rc && rc != -ENOENT)
+		return rc;
+	printf("extent:         blocks %llu-%llu from inode %llu%s blocks %llu-%llu\n",
+	       (unsigned long long)b.first, (unsigned long long)(b.first + b.count - 1),
+	       (unsigned long long)b.home, rc ? " (deleted)" : "",
+	       (unsigned long long)b.hfirst, (unsigned long long)(b.hfirst + b.count - 1));
+	return 0;
+}
+
+/* One lend record of the inode: its blocks another file reads. */
+static int lend_record(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct inode_walk *w = arg;
+	struct kv_extent b;
+
+	if (share_decode(w, KV_DB_LEND, "lent:", k, kl, v, vl, &b))
+		return 0;
+	w->blocks += dump_lent_blocks(&w->end, &b);
+	printf("lent:           blocks %llu-%llu to inode %llu (its blocks %llu-%llu)\n",
+	       (unsigned long long)b.hfirst, (unsigned long long)(b.hfirst + b.count - 1),
+	       (unsigned long long)b.ino, (unsigned long long)b.first,
+	       (unsigned long long)(b.first + b.count - 1));
+	return 0;
+}
+
+/* The extents of the inode (blocks it borrows) and its lend records
+ * (blocks others borrow from it), each with its count. */
+static int share_records(struct dump *d, const struct kv_inode *in)
+{
+	struct inode_walk extents = {.d = d, .in = in}, lends = extents;
+	int rc;
+
+	rc = walk_inode(d->t, KV_DB_EXTENT, in->ino, extent_record, &extents);
+	printf("extents:        %llu (%llu blocks borrowed)\n", (unsigned long long)extents.count,
+	       (unsigned long long)extents.blocks);
+	if (rc)
+		return rc;
+	rc = walk_inode(d->t, KV_DB_LEND, in->ino, lend_record, &lends);
+	printf("lends:          %llu (%llu blocks lent)\n", (unsigned long long)lends.count,
+	       (unsigned long long)lends.blocks);
+	return rc;
+}
+
+/* The names, blocks, extents, lends and xattrs of the inode, each with its
+ * count. */
 static int inode_records(struct dump *d, const struct kv_inode *in)
 {
 	struct inode_walk names = {.d = d, .in = in}, blocks = names, xattrs = names;
@@ -347,11 +426,45 @@ static int inode_records(struct dump *d, const struct kv_inode *in)
 	rc = walk_inode(d->t, KV_DB_DATA, in->ino, block_record, &blocks);
 	printf("blocks:         %llu (%llu bad)\n", (unsigned long long)blocks.count,
 	       (unsigned long long)blocks.bad);
+	if (!rc)
+		rc = share_records(d, in);
 	if (rc)
 		return rc;
 	rc = walk_inode(d->t, KV_DB_XATTR, in->ino, xattr_record, &xattrs);
 	printf("xattrs:         %llu\n", (unsigned long long)xattrs.count);
 	return rc;
+}
+
+/* Inode ino has no record: a deleted home still stores the blocks it lent
+ * (share.c invariant 4), under its number. Shows them; -ENOENT when it
+ * stores none. */
+static int deleted_home(struct dump *d, uint64_t ino)
+{
+	unsigned char pfx[KV_KEY_MAX];
+	size_t plen = kv_key_prefix(ino, pfx);
+	struct kv_inode in = {.ino = ino, .size = UINT64_MAX}; /* no end to be past */
+	struct inode_walk blocks = {.d = d, .in = &in};
+	const void *k, *v;
+	size_t kl, vl;
+	kv_iter *it = NULL;
+	int rc;
+
+	rc = kv_iter_open(d->t, KV_DB_LEND, &it);
+	if (!rc)
+		rc = kv_iter_seek(it, pfx, plen);
+	if (!rc)
+		rc = kv_iter_next(it, &k, &kl, &v, &vl);
+	if (!rc && (kl < plen || memcmp(k, pfx, plen) != 0))
+		rc = -ENOENT;
+	kv_iter_close(it);
+	if (rc)
+		return rc;
+	printf("inode:          %llu (deleted: it keeps the blocks it lent until their "
+	       "borrowers let go)\n", (unsigned long long)ino);
+	rc = walk_inode(d->t, KV_DB_DATA, ino, block_record, &blocks);
+	printf("blocks:         %llu (%llu bad)\n", (unsigned long long)blocks.count,
+	       (unsigned long long)blocks.bad);
+	return rc ? rc : share_records(d, &in);
 }
 
 static void print_time(const char *field, int64_t ns)
@@ -376,7 +489,20 @@ static void print_inode(const struct kv_inode *in)
 	printf("size:           %llu\n", (unsigned long long)in->size);
 	printf("rdev:           %llu (%u:%u)\n", (unsigned long long)in->rdev,
 	       major((dev_t)in->rdev), minor((dev_t)in->rdev));
-	printf("flags:          %#llx\n", (unsigned long long)in->flags);
+	printf("flags:          %#llx", (unsigned long long)in->flags);
+	if (in->flags) {
+		const char *sep = " (";
+
+		if (in->flags & KV_INODE_LENDS)
+			printf("%slends", sep), sep = ", ";
+		if (in->flags & KV_INODE_BORROWS)
+			printf("%sborrows", sep), sep = ", ";
+		if (in->flags & ~KV_INODE_FLAGS_KNOWN)
+			printf("%sunknown %#llx", sep,
+			       (unsigned long long)(in->flags & ~KV_INODE_FLAGS_KNOWN));
+		putchar(')');
+	}
+	putchar('\n');
 	printf("nblocks:        %llu\n", (unsigned long long)in->nblocks);
 	print_time("atime:", in->atime_ns);
 	print_time("mtime:", in->mtime_ns);
@@ -403,6 +529,11 @@ int dump_inode(struct dump *d, const struct dump_args *a)
 		return EXIT_OPERATIONAL;
 	}
 	rc = kv_inode_get(d->t, ino, &in);
+	if (rc == -ENOENT && !a->path && (rc = deleted_home(d, ino)) != -ENOENT) {
+		if (rc)
+			dump_error(d, "inode %llu: %s", (unsigned long long)ino, strerror(-rc));
+		return d->errors ? EXIT_OPERATIONAL : EXIT_OK;
+	}
 	if (rc) {
 		dump_error(d, "inode %llu: %s", (unsigned long long)ino,
 			   rc == -ENOENT ? "no such inode" : strerror(-rc));
@@ -559,12 +690,41 @@ static void key_orphan(struct dump *d, const void *k, size_t kl, const void *v, 
 	printf("%llu\n", (unsigned long long)key.ino);
 }
 
+/* An extent or a lend record: the same parts, keyed by the borrower's side
+ * or the home's. */
+static void key_share(struct dump *d, enum kv_db db, const void *k, size_t kl, const void *v,
+		      size_t vl)
+{
+	const int ext = db == KV_DB_EXTENT;
+	struct kv_extent b;
+
+	if (kv_decode_extent(db, k, kl, v, vl, &b)) {
+		malformed(d, db, k, kl, vl);
+		return;
+	}
+	printf("%llu %llu %s %llu %llu count %llu\n", (unsigned long long)(ext ? b.ino : b.home),
+	       (unsigned long long)(ext ? b.first : b.hfirst), ext ? "home" : "borrower",
+	       (unsigned long long)(ext ? b.home : b.ino),
+	       (unsigned long long)(ext ? b.hfirst : b.first), (unsigned long long)b.count);
+}
+
+static void key_extent(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	key_share(d, KV_DB_EXTENT, k, kl, v, vl);
+}
+
+static void key_lend(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
+{
+	key_share(d, KV_DB_LEND, k, kl, v, vl);
+}
+
 int dump_keys(struct dump *d, const struct dump_args *a)
 {
 	static void (*const decode[KV_NDB])(struct dump *, const void *, size_t, const void *,
 					     size_t) = {
 		[KV_DB_META] = key_meta,     [KV_DB_INODE] = key_inode, [KV_DB_DIRENT] = key_dirent,
 		[KV_DB_DATA] = key_data,     [KV_DB_XATTR] = key_xattr, [KV_DB_ORPHAN] = key_orphan,
+		[KV_DB_EXTENT] = key_extent, [KV_DB_LEND] = key_lend,
 	};
 	const void *k, *v;
 	size_t kl, vl;
