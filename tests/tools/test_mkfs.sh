@@ -34,7 +34,7 @@ check "mkfs reports the image" grep -q "created kvfs image .*block size 4072.*la
 want=$(grep -o '^| `[a-z]*` |' "$FORMAT_MD" | tr -d '|` ' | sort -u | tr '\n' ' ')
 got=$(mdb_stat -a -n "$T/a.img" | sed -n 's/^Status of \([a-z]*\)$/\1/p' | sort -u | tr '\n' ' ')
 check "databases match FORMAT.md ($want)" [ "$want" = "$got" ]
-check "databases are six" [ "$(echo $got | wc -w)" -eq 6 ]
+check "databases are eight" [ "$(echo $got | wc -w)" -eq 8 ]
 
 cp "$T/a.img" "$T/a.copy"
 check "existing image refused without -f" exit_is 1 "$MKFS" "$T/a.img"
