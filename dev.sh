@@ -23,7 +23,7 @@ MNT=${KVFS_MNT:-/mnt/kvfs}
 
 # Debian 12 packages: build, run and test.
 PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
-	libcmocka-dev libxxhash-dev libarchive-dev libarchive-tools attr acl python3 python3-lmdb
+	libcmocka-dev libxxhash-dev libzstd-dev libarchive-dev libarchive-tools attr acl python3 python3-lmdb
 	procps psmisc util-linux valgrind debhelper dpkg-dev man-db bash-completion clang fio fuse2fs e2fsprogs gnuplot-nox rsync strace)
 
 say() { printf '==> %s\n' "$*"; }

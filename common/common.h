@@ -45,6 +45,12 @@ int size_parse(const char *s, uint64_t *out);
 #define MOUNT_DEFAULTS_MAX 255 /* bytes (kv.h's KV_DEFAULTS_MAX) */
 #define MOUNT_WINDOW_MS_MAX 60000
 int mount_defaults_check(const char *opts, char *err, size_t errlen);
+/* The zstd level of a compress option's value (after "compress="; NULL or
+ * "" for the bare option): "zstd" (level 3) or "zstd:N", N 1 to 19; 0, or
+ * -EINVAL with err set. */
+#define COMPRESS_LEVEL_DEFAULT 3
+#define COMPRESS_LEVEL_MAX 19
+int compress_parse(const char *v, int *level, char *err, size_t errlen);
 
 /* ----------------------------------------------------------- messages -- */
 

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -17,11 +18,31 @@ static int one_of(const char *v, const char *const *words)
 	return 0;
 }
 
+int compress_parse(const char *v, int *level, char *err, size_t errlen)
+{
+	char *end;
+	long n;
+
+	*level = COMPRESS_LEVEL_DEFAULT;
+	if (!v || !*v || strcmp(v, "zstd") == 0)
+		return 0;
+	if (strncmp(v, "zstd:", 5) == 0) {
+		n = strtol(v + 5, &end, 10);
+		if (end != v + 5 && !*end && n >= 1 && n <= COMPRESS_LEVEL_MAX) {
+			*level = (int)n;
+			return 0;
+		}
+	}
+	snprintf(err, errlen, "compress must be zstd or zstd:LEVEL (1 to %d), not '%s'",
+		 COMPRESS_LEVEL_MAX, v);
+	return -EINVAL;
+}
+
 /* Check one option (len bytes at opt); 0, or -EINVAL with err set. */
 static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 {
 	static const char *const flags[] = {"noatime", "relatime", "strictatime", "acl", "noacl",
-					    NULL};
+					    "compress", "nocompress", NULL};
 	static const char *const modes[] = {"full", "fsync", "none", NULL};
 	char item[MOUNT_DEFAULTS_MAX + 1], *v;
 	uint64_t n;
@@ -49,6 +70,10 @@ static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 		if (size_parse(v, &n) == 0)
 			return 0;
 		snprintf(err, errlen, "commit '%s' is not a number of seconds", v);
+	} else if (v && strcmp(item, "compress") == 0) {
+		int level;
+
+		return compress_parse(v, &level, err, errlen);
 	} else if (v && strcmp(item, "window") == 0) {
 		if (size_parse(v, &n) == 0 && n <= MOUNT_WINDOW_MS_MAX)
 			return 0;
@@ -56,7 +81,8 @@ static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 			 MOUNT_WINDOW_MS_MAX, v);
 	} else {
 		snprintf(err, errlen, "'%.*s' cannot be a default (durability=, max_size=, "
-			 "commit=, window=, noatime, relatime, strictatime, acl, noacl can)", (int)len, opt);
+			 "commit=, window=, noatime, relatime, strictatime, acl, noacl, compress[=], "
+			 "nocompress can)", (int)len, opt);
 	}
 	return -EINVAL;
 }

@@ -192,6 +192,7 @@ struct write_args {
 	uint64_t off;
 	const uint64_t *sums;
 	size_t nsums;
+	const struct kv_zblocks *z; /* compressed blocks, or NULL */
 	int write_back;         /* the kernel's write back of its cache, not a write(2) */
 	int blocks_changed;     /* result */
 	uint64_t appended_from; /* result: the size it grew from, or NO_APPEND */
@@ -245,7 +246,7 @@ static int apply_write(kv_txn *t, void *arg)
 	 * fails, as the image is full */
 	if (kv_txn_reserved(t) && a->off + a->size > in.size)
 		return -ENOSPC;
-	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums);
+	rc = kv_data_write_sums(t, &in, a->off, a->buf, a->size, a->sums, a->nsums, a->z);
 	if (rc)
 		return rc;
 	if (kv_txn_reserved(t) && in.nblocks != nblocks)
@@ -336,6 +337,7 @@ static ssize_t write_in_pieces(struct write_args *whole)
 	if (stored_size(whole->ino, &size) || end > size)
 		return -ENOSPC; /* it adds data: the image is full */
 	a.nsums = 0;
+	a.z = NULL;
 	for (a.off = whole->off; a.off < end; a.off += a.size) {
 		uint64_t to = (a.off / piece + 1) * piece; /* pieces end on block bounds */
 
@@ -353,6 +355,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		 struct fuse_file_info *fi)
 {
 	uint64_t sums[WRITE_SUMS]; /* filled, not zeroed: outside the initializer */
+	struct kv_zblocks zb;
 	struct write_args a = {.ino = ino, .buf = buf, .size = size, .off = (uint64_t)off,
 			       .sums = sums, .write_back = fi && fi->writepage};
 	int rc;
@@ -362,6 +365,9 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	a.nsums = kv_data_sums(fs.env, ino, a.off, buf, size, sums, WRITE_SUMS);
+	if (fs.cfg.compress && kv_data_compress(fs.env, ino, a.off, buf, size, fs.cfg.compress,
+						sums, a.nsums, &zb))
+		a.z = &zb; /* here, in the request's thread, not in the writer */
 	rc = fs_write(apply_write, &a, 0);
 	if (rc == -ENOSPC) {
 		ssize_t n = write_in_pieces(&a);

@@ -48,6 +48,7 @@ struct fs_config {
 	int cache_symlinks;
 	int readdirplus;
 	int acl;                /* keep POSIX ACLs (-o acl, the default) */
+	int compress;           /* zstd level new blocks are compressed at; 0: off */
 	unsigned max_write;
 	unsigned threads;
 	int foreground, debug;

@@ -31,13 +31,16 @@ struct cli {
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int writeback, nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
 	int noacl, acl_given; /* the last of -o acl and -o noacl */
+	char *compress;       /* the last of -o compress[=...] and -o nocompress: the value,
+				 "" bare, NULL for nocompress */
+	int compress_given;
 	int help, version;
 	int atime; /* an atime option was given */
 	int nargs;
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATIME,
-       KEY_STRICTATIME, KEY_ACL, KEY_NOACL };
+       KEY_STRICTATIME, KEY_ACL, KEY_NOACL, KEY_COMPRESS, KEY_NOCOMPRESS };
 
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
@@ -63,6 +66,9 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("noreaddirplus", noreaddirplus),
 	FUSE_OPT_KEY("acl", KEY_ACL),
 	FUSE_OPT_KEY("noacl", KEY_NOACL),
+	FUSE_OPT_KEY("compress", KEY_COMPRESS),
+	FUSE_OPT_KEY("compress=", KEY_COMPRESS),
+	FUSE_OPT_KEY("nocompress", KEY_NOCOMPRESS),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -103,6 +109,14 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_NOACL:
 		c->noacl = key == KEY_NOACL;
 		c->acl_given = 1;
+		return 0;
+	case KEY_COMPRESS:
+	case KEY_NOCOMPRESS:
+		free(c->compress);
+		c->compress = NULL;
+		if (key == KEY_COMPRESS && !(c->compress = strdup(arg[8] == '=' ? arg + 9 : "")))
+			return -1;
+		c->compress_given = 1;
 		return 0;
 	case KEY_VERSION:
 		c->version = 1;
@@ -176,6 +190,10 @@ static void usage(FILE *f)
 "  -o acl                 POSIX ACLs (acl(5)), kept and enforced (default)\n"
 "  -o noacl               no POSIX ACLs: setfacl is refused, stored ones are\n"
 "                         neither shown nor enforced\n"
+"  -o compress[=zstd[:LEVEL]]  store new data blocks compressed with zstd where\n"
+"                         that saves room (level 1 to 19, default 3); blocks\n"
+"                         stored before stay as they are\n"
+"  -o nocompress          store new data blocks as they are (default)\n"
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
 "                         (default 86400; kvfs is the image's only writer; 1\n"
@@ -250,10 +268,17 @@ static int parse_limits(const struct cli *c, double *timeout, unsigned *max_writ
 	return 0;
 }
 
-/* durability, max_size, commit and window: 0, or 2 after saying which was
- * wrong. */
+/* compress, durability, max_size, commit and window: 0, or 2 after saying
+ * which was wrong. */
 static int parse_modes(const struct cli *c, uint64_t *commit)
 {
+	char err[160];
+
+	fs.cfg.compress = 0;
+	if (c->compress && compress_parse(c->compress, &fs.cfg.compress, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvfs: %s\n", err);
+		return 2;
+	}
 	fs.cfg.durability = KV_DURABLE_NORMAL;
 	if (c->durability) {
 		if (!strcmp(c->durability, "full"))
@@ -377,6 +402,7 @@ static void cli_free(struct cli *c)
 	free(c->timeout);
 	free(c->max_write);
 	free(c->threads);
+	free(c->compress);
 	free(image_arg);
 	free(mnt_arg);
 	image_arg = mnt_arg = NULL;
@@ -395,6 +421,7 @@ static void defaults_left(const char *defaults, const struct cli *c, char *out)
 					 !strncmp(d, "strictatime", n));
 
 		given |= c->acl_given && (!strncmp(d, "acl", n) || !strncmp(d, "noacl", n));
+		given |= c->compress_given && (!strncmp(d, "compress", 8) || !strncmp(d, "nocompress", n));
 		given |= (c->durability && !strncmp(d, "durability=", 11)) ||
 			 (c->max_size && !strncmp(d, "max_size=", 9)) ||
 			 (c->commit && !strncmp(d, "commit=", 7)) ||

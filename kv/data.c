@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "kv_int.h"
 
 #define KV_FILE_MAX ((uint64_t)INT64_MAX)
@@ -40,11 +42,13 @@ static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
 	return (MDB_val){16, buf};
 }
 
-int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len)
+int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t *len)
 {
 	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->mv_data, v->mv_size, len)) {
 	case KV_BLOCK_OK:
 		return 0;
+	case KV_BLOCK_ZSTD: /* stored compressed: its bytes, decompressed (zstd.c) */
+		return kv_block_unz(t, ino, idx, (MDB_val *)v, *len);
 	case KV_BLOCK_BAD_LEN:
 		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
 		       (unsigned long long)idx, v->mv_size);
@@ -54,6 +58,24 @@ int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v, size
 		       (unsigned long long)idx);
 		return -EIO;
 	}
+}
+
+/* The data bytes block value v of (ino, idx) holds, to decide whether a
+ * change keeps any of them: a compressed block's are its frame's content
+ * size (its checksum checked, nothing decompressed); a value too damaged
+ * to tell counts as a whole block. */
+static size_t held_len(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v)
+{
+	const uint64_t bs = t->env->super.block_size;
+	size_t len;
+
+	if (v->mv_size < KV_CSUM_LEN || v->mv_size > bs + KV_CSUM_LEN)
+		return bs;
+	len = v->mv_size - KV_CSUM_LEN;
+	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER &&
+	    kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len) == KV_BLOCK_ZSTD)
+		return len;
+	return v->mv_size - KV_CSUM_LEN;
 }
 
 int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_t *len)
@@ -258,8 +280,22 @@ static int iov_add(struct iovec *iov, int iovmax, int *n, const void *p, size_t 
 	return 0;
 }
 
+static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_t len,
+			 struct iovec *iov, int iovmax, int *iovcnt);
+
 ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_t len,
 		     struct iovec *iov, int iovmax, int *iovcnt)
+{
+	ssize_t n;
+
+	kv_z_begin_read(t, len); /* compressed blocks stay until the next read */
+	n = data_read(t, ino, size, off, len, iov, iovmax, iovcnt);
+	kv_z_end_read(t);
+	return n;
+}
+
+static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_t len,
+			 struct iovec *iov, int iovmax, int *iovcnt)
 {
 	const uint64_t bs = t->env->super.block_size;
 	const int shared = atomic_load_explicit(&t->env->shared, memory_order_acquire);
@@ -319,7 +355,7 @@ ssize_t kv_data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, size_
 			pos = to; /* the cursor still stands on block next */
 			continue;
 		}
-		if (!borrowed && (rc = kv_block_check(t, ino, idx, &v, &blen)) != 0)
+		if (!borrowed && (rc = kv_block_check(t, ino, idx, &bv, &blen)) != 0)
 			return rc;
 		uint64_t boff = pos - idx * bs, bend = end - idx * bs < bs ? end - idx * bs : bs;
 		if (boff < blen) {
@@ -359,18 +395,18 @@ size_t kv_data_sums(kv_env *e, uint64_t ino, uint64_t off, const void *buf, size
 
 int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf, size_t len)
 {
-	return kv_data_write_sums(t, in, off, buf, len, NULL, 0);
+	return kv_data_write_sums(t, in, off, buf, len, NULL, 0, NULL);
 }
 
 int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
-		       size_t len, const uint64_t *sums, size_t nsums)
+		       size_t len, const uint64_t *sums, size_t nsums, const struct kv_zblocks *z)
 {
 	const uint64_t bs = t->env->super.block_size;
 	const unsigned char *src = buf;
 	unsigned char *w = t->env->wbuf;
 	uint64_t pos = off, end, first_sum;
 	int64_t unwritten_gone = 0;
-	int mrc, rc;
+	int mrc, rc, packed = 0;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
@@ -412,17 +448,22 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			 * which also lets a damaged block be overwritten */
 			had = 1;
 			was_unwritten = kv_block_unwritten(&v);
-			if (v.mv_size < KV_CSUM_LEN || v.mv_size > bs + KV_CSUM_LEN)
-				olen = bs;
-			else
-				olen = v.mv_size - KV_CSUM_LEN;
+			olen = held_len(t, in->ino, idx, &v);
 			if (!(from == 0 && to >= olen) && (rc = kv_block_check(t, in->ino, idx, &v, &olen)))
 				return rc;
 		} else if (mrc != MDB_NOTFOUND) {
 			return kv_err(t, mrc, "get block");
 		}
 		if (from == 0 && to >= olen) {
-			rc = kv_block_put(t, in->ino, idx, src, to, sum, fresh ? MDB_NOOVERWRITE : 0);
+			const void *data = src;
+			size_t dlen = to, i = idx - first_sum;
+
+			if (sum && z && i < z->n && z->zlen[i]) { /* stored compressed */
+				data = z->data + z->zoff[i];
+				dlen = z->zlen[i];
+				packed = 1;
+			}
+			rc = kv_block_put(t, in->ino, idx, data, dlen, sum, fresh ? MDB_NOOVERWRITE : 0);
 		} else {
 			if (olen) /* a hole has no old bytes */
 				memcpy(w, v.mv_data, olen);
@@ -446,6 +487,8 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		pos = idx * bs + to;
 	}
 	rc = kv_unwritten_add(t, -unwritten_gone);
+	if (!rc && packed && !(t->env->super.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED))
+		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_COMPRESSED);
 	if (rc)
 		return rc;
 	if (end > in->size)
@@ -493,7 +536,7 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 			break;
 		uint64_t from = off > idx * bs ? off - idx * bs : 0;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
-		blen = v.mv_size > KV_CSUM_LEN ? v.mv_size - KV_CSUM_LEN : 0;
+		blen = kv_block_unwritten(&v) ? 0 : held_len(t, in->ino, idx, &v);
 		/* a block dropped whole needs no check (so damage can be cut out);
 		 * one partly kept is verified first */
 		if (!(from == 0 && to >= blen) && (rc = kv_block_check(t, in->ino, idx, &v, &blen)))

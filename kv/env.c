@@ -596,9 +596,11 @@ void kv_close(kv_env *e)
 		kv_txn_close_cursors(&r->t);
 		if (r->t.txn)
 			mdb_txn_abort(r->t.txn);
+		kv_z_free(&r->z);
 		free(r);
 	}
 	pthread_mutex_unlock(&e->readers_lock);
+	kv_z_free(&e->wz);
 	mdb_env_close(e->env);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);
@@ -736,6 +738,7 @@ static void reader_free(void *p)
 	kv_txn_close_cursors(&r->t);
 	if (r->t.txn)
 		mdb_txn_abort(r->t.txn);
+	kv_z_free(&r->z);
 	free(r);
 }
 

@@ -29,3 +29,9 @@ uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len)
 {
 	return XXH3_64bits_withSeed(data, len, ino * 0x9E3779B97F4A7C15ULL + idx);
 }
+
+uint64_t kv_block_zcsum(uint64_t ino, uint64_t idx, const void *frame, size_t len)
+{
+	return XXH3_64bits_withSeed(frame, len, (ino * 0x9E3779B97F4A7C15ULL + idx) ^
+						    0xC0DEC0DEC0DEC0DEULL);
+}

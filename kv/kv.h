@@ -60,7 +60,12 @@
  * share (a kvfs without it would read holes). */
 #define KV_FEATURE_INCOMPAT_UNWRITTEN 0x1ULL
 #define KV_FEATURE_INCOMPAT_SHARED 0x2ULL
-#define KV_FEATURE_INCOMPAT_KNOWN (KV_FEATURE_INCOMPAT_UNWRITTEN | KV_FEATURE_INCOMPAT_SHARED)
+/* COMPRESSED: data blocks stored as zstd frames (zstd.c), set when the
+ * first one is (a kvfs without it would call them damaged). */
+#define KV_FEATURE_INCOMPAT_COMPRESSED 0x4ULL
+#define KV_FEATURE_INCOMPAT_KNOWN                                                          \
+	(KV_FEATURE_INCOMPAT_UNWRITTEN | KV_FEATURE_INCOMPAT_SHARED |                      \
+	 KV_FEATURE_INCOMPAT_COMPRESSED)
 /* Inode flags (kv_inode.flags). LENDS: some of its blocks may be lent to
  * other files (a write to them copies them to the borrowers first).
  * BORROWS: some of its blocks may be another file's (extent records). */
@@ -373,10 +378,27 @@ int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *bu
  * write takes the writer's role, so the role spends its time storing. */
 size_t kv_data_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
 		    uint64_t *sums, size_t max);
-/* kv_data_write with the checksums from kv_data_sums over the same bytes;
- * the same errors. */
+/* The blocks of a write that kv_data_compress stored compressed: block i
+ * (as kv_data_sums counts them) is zlen[i] bytes at data + zoff[i], or as
+ * it is where zlen[i] is 0. data is the calling thread's own, valid until
+ * its next kv_data_compress. */
+struct kv_zblocks {
+	const unsigned char *data;
+	const uint32_t *zoff, *zlen;
+	size_t n;
+};
+/* Compress with zstd at level (1..19) the blocks kv_data_sums summed in
+ * sums[0 .. nsums), in the calling thread, before the write takes the
+ * writer's role; a block whose frame takes less of the image is kept so,
+ * its sums[i] replaced by the frame's checksum. Returns the blocks looked
+ * at (0: none, level 0, or no memory: the write stores them as they are). */
+size_t kv_data_compress(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
+			int level, uint64_t *sums, size_t nsums, struct kv_zblocks *out);
+/* kv_data_write with the checksums from kv_data_sums over the same bytes,
+ * and the compressed blocks from kv_data_compress (z NULL: none); the same
+ * errors. A block written over in part is stored as it is. */
 int kv_data_write_sums(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf,
-		       size_t len, const uint64_t *sums, size_t nsums);
+		       size_t len, const uint64_t *sums, size_t nsums, const struct kv_zblocks *z);
 /* Set the size, dropping or trimming blocks past it; updates in. -EFBIG
  * beyond the largest offset. -EIO: a block kept in part fails its
  * checksum. -EROFS, -ENOSPC. */
@@ -616,10 +638,15 @@ size_t kv_encode_dirent(void *buf, uint8_t slot, const struct kv_dirent *de);
  * an image of block size B stores 1 to B data bytes a block. */
 size_t kv_block_len(size_t vlen);
 /* Check a data block value against its key: 0 and *len (its data bytes),
- * -EIO on a bad length or checksum. *len is set also then: the data bytes
- * the value holds before its checksum, 0 when too short to hold one. */
+ * 1 for a block stored compressed (its checksum holds; *len its data bytes,
+ * from the frame: kv_block_unpack gives them), -EIO on a bad length or
+ * checksum. *len is set also then: the data bytes the value holds before
+ * its checksum, 0 when too short to hold one. */
 int kv_check_block(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
-                   size_t *len);
+		   size_t *len);
+/* The len data bytes of a compressed block value (kv_check_block said 1)
+ * into out. -EIO: they do not decompress to len bytes; -ENOMEM. */
+int kv_block_unpack(const void *val, size_t vlen, void *out, size_t len);
 /* The name hash a dirent key carries. */
 uint64_t kv_dirent_hash(const char *name, size_t len);
 

@@ -66,9 +66,20 @@ struct kv_txn {
  * into one of these slots of env->ibuf, in turn. */
 #define KV_INL_SLOTS 4
 
+/* Where compressed blocks are decompressed (zstd.c invariant 3). */
+struct kv_zscratch {
+	void *dctx;            /* ZSTD_DCtx, made on first use */
+	unsigned char *buf;    /* a kv_data_read's blocks, one after another */
+	size_t cap, used;
+	int reading;           /* within a kv_data_read: blocks go to buf */
+	unsigned char *one;    /* otherwise: one block */
+	size_t one_cap;
+};
+
 /* A thread's recycled read context. */
 struct kv_reader {
-	struct kv_txn t;
+	struct kv_txn t;       /* first: kv_txn_z finds the reader from it */
+	struct kv_zscratch z;
 	int active;
 	struct kv_reader *prev, *next; /* env->readers */
 };
@@ -155,6 +166,8 @@ struct kv_env {
 	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
 	int unwritten_dirty;      /* the role's: changed in the open transaction */
 	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
+
+	struct kv_zscratch wz;    /* the role's decompression scratch (zstd.c) */
 
 	/* shared blocks (share.c) */
 	atomic_int shared;        /* extents may exist: reads look for them in holes */
@@ -332,7 +345,7 @@ int kv_inode_decode(uint64_t ino, const void *buf, size_t len, struct kv_inode *
 uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len);
 /* A data block's value, read from disk, against its key (block size bs):
  * *len is the data bytes it holds (0 when too short for its checksum). */
-enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM };
+enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM, KV_BLOCK_ZSTD };
 enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
 				    size_t vlen, size_t *len);
 /* One record of LMDB's free list (database 0): a count of page numbers, then
@@ -341,9 +354,10 @@ enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, con
  * -1 when the record is too short for its count. */
 long kv_freelist_record(const MDB_val *v, const unsigned char **ids);
 
-/* Check a block value of key (ino, idx); set *len to its data length. -EIO,
- * logged (data.c). */
-int kv_block_check(kv_txn *txn, uint64_t ino, uint64_t idx, const MDB_val *v, size_t *len);
+/* Check a block value of key (ino, idx); set *len to its data length. A
+ * compressed block's is decompressed: *v then points at its bytes in the
+ * txn's scratch (zstd.c). -EIO, logged (data.c); -ENOMEM. */
+int kv_block_check(kv_txn *txn, uint64_t ino, uint64_t idx, MDB_val *v, size_t *len);
 /* Store a block. sum: its checksum computed beforehand, or NULL. flags:
  * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
  * nothing changed). The data must not point into the map. */
@@ -380,6 +394,24 @@ int kv_share_purge(kv_txn *txn, uint64_t ino, uint64_t flags);
 int kv_lend_covered(kv_txn *txn, uint64_t home, uint64_t idx, uint64_t *end, uint64_t *next);
 /* Set an incompat feature bit in t's superblock (data.c). */
 int kv_feature_set(kv_txn *txn, uint64_t bit);
+
+/* Compressed blocks (zstd.c). The scratch of t (invariant 3). */
+static inline struct kv_zscratch *kv_txn_z(kv_txn *t)
+{
+	return t->write ? &t->env->wz : &((struct kv_reader *)t)->z;
+}
+/* A kv_data_read of up to len bytes begins (room for its blocks) and ends. */
+void kv_z_begin_read(kv_txn *txn, size_t len);
+void kv_z_end_read(kv_txn *txn);
+/* The compressed block value v of (ino, idx), its checksum verified
+ * (kv_block_verify said KV_BLOCK_ZSTD), decompressed into t's scratch: v
+ * then points there, len data bytes and room for a checksum after, as a
+ * plain block's value. -EIO (logged), -ENOMEM. */
+int kv_block_unz(kv_txn *txn, uint64_t ino, uint64_t idx, MDB_val *v, size_t len);
+void kv_z_free(struct kv_zscratch *z);
+/* The checksum of a compressed block's frame (hash.c): seeded apart from
+ * kv_block_csum's. */
+uint64_t kv_block_zcsum(uint64_t ino, uint64_t idx, const void *frame, size_t len);
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);

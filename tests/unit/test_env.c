@@ -642,7 +642,7 @@ static void refuse_features(void **state)
 {
 	struct tu_image *im = image_of(state);
 
-	patch_super(im, 32, 4, 8); /* an incompatible feature this build lacks */
+	patch_super(im, 32, 8, 8); /* an incompatible feature this build lacks */
 	expect_refused(im->path, 0, -EPROTONOSUPPORT);
 	expect_refused(im->path, 1, -EPROTONOSUPPORT);
 	patch_super(im, 32, KV_FEATURE_INCOMPAT_UNWRITTEN, 8); /* one it has */

@@ -216,7 +216,7 @@ static int pwrite_apply(kv_txn *t, void *p)
 
 	rc = kv_inode_get(t, a->ino, &in);
 	if (!rc)
-		rc = kv_data_write_sums(t, &in, a->off, a->buf, a->len, a->sums, a->nsums);
+		rc = kv_data_write_sums(t, &in, a->off, a->buf, a->len, a->sums, a->nsums, NULL);
 	if (!rc)
 		rc = kv_inode_put(t, &in);
 	return rc;
