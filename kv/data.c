@@ -681,6 +681,9 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
 			if (mrc)
 				return kv_err(t, mrc, "allocate");
+			rc = kv_block_check(t, in->ino, idx, &v, &blen); /* its bytes again */
+			if (rc)
+				return rc;
 		}
 		/* a short tail block: its zeros up to the size become stored */
 		memcpy(w, v.mv_data, blen);

@@ -409,10 +409,21 @@ void ops_generate(uint64_t seed, struct op *ops, size_t n)
 
 /* ----------------------------------------------------------------- run -- */
 
+/* The bytes of a write: random, or (a seed divisible by 3) a few random
+ * bytes repeated with changes, which compress (kvfs -o compress stores
+ * such blocks compressed). */
 static void fill(unsigned char *buf, size_t len, uint32_t seed)
 {
 	uint64_t s = seed, x = 0;
 
+	if (seed % 3 == 0) {
+		for (size_t i = 0; i < len; i++) {
+			if (i % 64 == 0)
+				x = rnd(&s);
+			buf[i] = (unsigned char)("kvfs compresses" [i % 15] ^ (i % 64 < 4 ? x : 0));
+		}
+		return;
+	}
 	for (size_t i = 0; i < len; i++) {
 		if (i % 8 == 0)
 			x = rnd(&s);

@@ -6,8 +6,9 @@
 # minute, with and without the writeback cache (every read meets changes
 # told but not committed: the window's read-your-writes), and last some on
 # an image of 4096-byte blocks (tmpfs's page size) with SEEK_DATA and
-# SEEK_HOLE in the mix (--seek), each run against tmpfs and compared again
-# after a remount.
+# SEEK_HOLE in the mix (--seek), then some with -o compress on an image of
+# 16360-byte blocks (mkfs -O compress's), each run against tmpfs and
+# compared again after a remount.
 # POSIX ACLs and the umask of creates are in every run's mix (acl_ops.c).
 # Every seed must agree; a failure prints the seed and its reduced sequence.
 #
@@ -24,6 +25,7 @@ NOWB=${KVFS_DIFFTEST_NOWB_SEEDS:-40}
 ATIME=${KVFS_DIFFTEST_ATIME_SEEDS:-8}
 WIN=${KVFS_DIFFTEST_WINDOW_SEEDS:-12}
 SEEK=${KVFS_DIFFTEST_SEEK_SEEDS:-30}
+ZSTD=${KVFS_DIFFTEST_COMPRESS_SEEDS:-20}
 DT_ARGS=
 OPS=${KVFS_DIFFTEST_OPS:-2000}
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" != tmpfs ]; then
@@ -71,3 +73,10 @@ kvfs_mkfs -b 4096
 first=$((first + 2 * WIN))
 DT_ARGS=--seek
 run "$first" $((first + SEEK - 1)) -o nowriteback
+# blocks stored compressed (a third of the writes compress): the image of
+# mkfs -O compress's block size, with and without the writeback cache
+kvfs_mkfs -b 16360
+first=$((first + SEEK))
+DT_ARGS=
+run "$first" $((first + ZSTD / 2 - 1)) -o compress,writeback
+run $((first + ZSTD / 2)) $((first + ZSTD - 1)) -o compress=zstd:1,nowriteback

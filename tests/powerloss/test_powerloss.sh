@@ -12,7 +12,7 @@
 #   test_powerloss.sh WREC_SO PL_WORKER PL_REPLAY
 #
 # Environment: KVFS_POWERLOSS_MODES (default "full,writeback fsync,writeback
-# fsync,window=200,writeback":
+# fsync,window=200,writeback fsync,writeback,compress":
 # each the value of -o durability=, so it may carry more options; add "none"
 # to measure it: reported, never failed on, no image kept), KVFS_POWERLOSS_OPS
 # (workload ops: 1500, 800 in a sanitizer build, whose daemon is slower),
@@ -32,7 +32,7 @@
 . "$(dirname "$0")/../fs/lib.sh"
 SHIM=$1 WORKER=$2 REPLAY=$3
 : "${FSCK_BIN:?}" "${DUMP_BIN:?}"
-MODES=${KVFS_POWERLOSS_MODES:-full,writeback fsync,writeback fsync,window=200,writeback}
+MODES=${KVFS_POWERLOSS_MODES:-full,writeback fsync,writeback fsync,window=200,writeback fsync,writeback,compress}
 SEED=${KVFS_POWERLOSS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 
 # A sanitizer build's runtime must be the first library loaded, before the

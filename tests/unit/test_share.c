@@ -1,9 +1,10 @@
 /*
- * test_share.c - shared blocks (kv/share.c): kv_data_share, then every
- * change of a borrower or a home (write, truncate, punch, zero, allocate,
- * purge) against the model of data_model.c, and the records left behind
- * checked after each op (extent and lend pairs, homes stored, no block
- * kept that no one reads).
+ * test_share.c - shared blocks (kv/share.c) and compressed ones (kv/zstd.c):
+ * kv_data_share, then every change of a borrower or a home (write,
+ * truncate, punch, zero, allocate, purge), a third of the writes
+ * compressed, against the model of data_model.c, and the records left
+ * behind checked after each op (extent and lend pairs, homes stored, no
+ * block kept that no one reads).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -90,6 +91,51 @@ static void m_share(struct model *d, uint64_t didx, const struct model *s, uint6
 static int purge_apply(kv_txn *t, void *p)
 {
 	return kv_inode_purge(t, *(uint64_t *)p);
+}
+
+/* Bytes that compress: lines of text, varied by seed. */
+static void text_fill(unsigned char *buf, size_t len, uint64_t seed)
+{
+	size_t n = 0;
+
+	while (n < len) {
+		char line[64];
+		int k = snprintf(line, sizeof(line), "line %llu of a file that compresses\n",
+				 (unsigned long long)(seed + n / 40));
+
+		memcpy(buf + n, line, len - n < (size_t)k ? len - n : (size_t)k);
+		n += (size_t)k;
+	}
+}
+
+/* tu_raw_edit: a compressed block's frame spoilt past its header, its
+ * checksum made to hold again. */
+static void spoil_frame(unsigned char *val, size_t len, void *arg)
+{
+	const uint64_t *key = arg;
+
+	assert_true(len > 20 && kv_get_le32(val) == 0xFD2FB528);
+	memset(val + 12, 0xAB, len - 12 - KV_CSUM_LEN);
+	kv_put_le64(val + len - KV_CSUM_LEN, kv_block_zcsum(key[0], key[1], val, len - KV_CSUM_LEN));
+}
+
+/* How many of the image's data records are stored compressed. */
+static uint64_t compressed_blocks(kv_env *e)
+{
+	const void *k, *v;
+	size_t kl, vl, len;
+	uint64_t n = 0;
+	kv_iter *it;
+	kv_txn *t;
+
+	assert_int_equal(kv_read_begin(e, &t), 0);
+	assert_int_equal(kv_iter_open(t, KV_DB_DATA, &it), 0);
+	while (kv_iter_next(it, &k, &kl, &v, &vl) == 0)
+		n += kv_check_block(e, kv_get_be64(k), kv_get_be64((const unsigned char *)k + 8), v,
+				    vl, &len) == 1;
+	kv_iter_close(it);
+	kv_read_end(t);
+	return n;
 }
 
 /* ------------------------------------------------ record checks -- */
@@ -305,6 +351,63 @@ static void share_large(void **state)
 	free(got);
 }
 
+/* Blocks stored compressed: they read back, a write into one keeps the
+ * rest of its bytes, a truncate into one trims it, a share of one reads
+ * the same, the feature bit is set; random bytes stay as they are; a frame
+ * that does not decompress under a valid checksum reads as -EIO. */
+static void compressed(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t a = f_new(e, "a"), b = f_new(e, "b"), r = f_new(e, "r"), inos[3] = {a, b, r};
+	unsigned char buf[8 * BS], got[8 * BS + 1], rnd[4 * BS];
+	struct kv_super sb;
+
+	text_fill(buf, sizeof(buf), 1);
+	tu_fill(rnd, sizeof(rnd), 2);
+	assert_int_equal(tu_pwrite_z(e, a, 0, buf, sizeof(buf), 3), 0);
+	assert_true(compressed_blocks(e) == 8);
+	assert_int_equal(tu_pwrite_z(e, r, 0, rnd, sizeof(rnd), 3), 0);
+	assert_true(compressed_blocks(e) == 8); /* random bytes: as they are */
+	kv_super_get(e, &sb);
+	assert_true(sb.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED);
+	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(buf));
+	assert_memory_equal(got, buf, sizeof(buf));
+	/* a write into the middle of one, across into the next */
+	memcpy(buf + BS + 100, "XYZ", 3);
+	memcpy(buf + 2 * BS - 2, "abcd", 4);
+	assert_int_equal(tu_pwrite(e, a, BS + 100, "XYZ", 3), 0);
+	assert_int_equal(tu_pwrite(e, a, 2 * BS - 2, "abcd", 4), 0);
+	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(buf));
+	assert_memory_equal(got, buf, sizeof(buf));
+	/* shared: the borrower reads the compressed home blocks */
+	assert_int_equal(f_share(e, b, 0, a, 0, 8), 0);
+	assert_int_equal(tu_pread(e, b, 0, sizeof(got), got), (ssize_t)sizeof(buf));
+	assert_memory_equal(got, buf, sizeof(buf));
+	/* a truncate into one: trimmed (and the borrower keeps its bytes) */
+	assert_int_equal(f_truncate(e, a, 5 * BS + 17), 0);
+	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)(5 * BS + 17));
+	assert_memory_equal(got, buf, 5 * BS + 17);
+	assert_int_equal(tu_pread(e, b, 0, sizeof(got), got), (ssize_t)sizeof(buf));
+	assert_memory_equal(got, buf, sizeof(buf));
+	check_records(e, inos, 3);
+	/* a frame that does not decompress, under a checksum that holds */
+	{
+		struct tu_image *im = *state;
+		uint64_t key[2] = {a, 3}; /* inode, block: kept compressed so far */
+		unsigned char kb[16];
+
+		kv_put_be64(kb, a);
+		kv_put_be64(kb + 8, 3);
+		tu_image_close(im);
+		assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_DATA], kb, 16, spoil_frame,
+					     key), 0);
+		assert_int_equal(tu_image_open(im, NULL), 0);
+		e = im->env;
+		assert_int_equal(tu_pread(e, a, 3 * BS, 10, got), -EIO);
+		assert_int_equal(tu_pread(e, a, 0, 10, got), 10); /* the others read */
+	}
+}
+
 /* Random ops on NF small files, shares among them, against the models. */
 static void share_random(void **state)
 {
@@ -331,13 +434,18 @@ static void share_random(void **state)
 			fprintf(stderr, "op %d: r=%u f=%d g=%d off=%llu len=%llu\n", op, r, f, g,
 				(unsigned long long)off, (unsigned long long)len);
 
-		if (r < 30) { /* a write */
+		if (r < 30) { /* a write: a third of them compressed where they shrink */
 			if (len == 0)
 				len = 1;
 			if (off + len > NB * BS)
 				off = NB * BS - len;
-			tu_fill(src, len, tu_rand(&s));
-			assert_int_equal(tu_pwrite(e, inos[f], off, src, len), 0);
+			if (r % 3 == 0) {
+				text_fill(src, len, tu_rand(&s));
+				assert_int_equal(tu_pwrite_z(e, inos[f], off, src, len, 3), 0);
+			} else {
+				tu_fill(src, len, tu_rand(&s));
+				assert_int_equal(tu_pwrite(e, inos[f], off, src, len), 0);
+			}
 			m_write(&m[f], off, src, len);
 		} else if (r < 60) { /* a share of whole blocks within src's size */
 			uint64_t whole = m[g].size / BS, sidx, didx, n;
@@ -399,6 +507,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(share_large, setup_small, tu_teardown),
+	        cmocka_unit_test_setup_teardown(compressed, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(share_random, setup_small, tu_teardown),
 	};
 

@@ -206,6 +206,7 @@ struct pwrite_arg {
 	size_t len;
 	const uint64_t *sums;
 	size_t nsums;
+	const struct kv_zblocks *z;
 };
 
 static int pwrite_apply(kv_txn *t, void *p)
@@ -216,7 +217,7 @@ static int pwrite_apply(kv_txn *t, void *p)
 
 	rc = kv_inode_get(t, a->ino, &in);
 	if (!rc)
-		rc = kv_data_write_sums(t, &in, a->off, a->buf, a->len, a->sums, a->nsums, NULL);
+		rc = kv_data_write_sums(t, &in, a->off, a->buf, a->len, a->sums, a->nsums, a->z);
 	if (!rc)
 		rc = kv_inode_put(t, &in);
 	return rc;
@@ -258,19 +259,28 @@ int tu_pwrite_daemon(kv_env *env, uint64_t ino, uint64_t off, const void *buf, s
 	return rc == -ENOSPC ? kv_write(env, owrite_apply, &a, KV_OP_OVERWRITE) : rc;
 }
 
-int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len)
+int tu_pwrite_z(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		int level)
 {
 	size_t max = len / kv_block_size(env) + 2;
 	uint64_t *sums = malloc(max * sizeof(*sums));
 	struct pwrite_arg a = {.ino = ino, .off = off, .buf = buf, .len = len, .sums = sums};
+	struct kv_zblocks z;
 	int rc;
 
 	if (!sums)
 		return -ENOMEM;
 	a.nsums = kv_data_sums(env, ino, off, buf, len, sums, max);
+	if (level && kv_data_compress(env, ino, off, buf, len, level, sums, a.nsums, &z))
+		a.z = &z;
 	rc = kv_write(env, pwrite_apply, &a, 0);
 	free(sums);
 	return rc;
+}
+
+int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	return tu_pwrite_z(env, ino, off, buf, len, 0);
 }
 
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf)

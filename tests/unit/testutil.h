@@ -58,6 +58,10 @@ int tu_pwrite_daemon(kv_env *env, uint64_t ino, uint64_t off, const void *buf, s
 /* The same with the block checksums computed first (kv_data_sums), as the
  * daemon writes. */
 int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* The same with the blocks compressed first at zstd level (kv_data_compress;
+ * 0: none), as a mount with -o compress writes. */
+int tu_pwrite_z(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		int level);
 /* Read [off, off + len) of the file (its stored size) into buf: the byte
  * count, or a negative errno. */
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf);
