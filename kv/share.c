@@ -329,6 +329,27 @@ int kv_ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)
 	return rc ? rc : ext_cut(t, in->ino, idx, idx + 1, &dropped);
 }
 
+/* Block value v of (home, h) copied to (ino, idx), checksummed for its new
+ * key: a compressed one stays compressed (its frame copied, zstd.c). */
+static int copy_block(kv_txn *t, uint64_t home, uint64_t h, MDB_val *v, uint64_t ino,
+		      uint64_t idx)
+{
+	uint64_t zsum;
+	size_t len;
+
+	switch (kv_block_verify(t->env->super.block_size, home, h, v->mv_data, v->mv_size,
+				&len)) {
+	case KV_BLOCK_ZSTD:
+		len = v->mv_size - KV_CSUM_LEN;
+		zsum = kv_block_zcsum(ino, idx, v->mv_data, len);
+		return kv_block_put(t, ino, idx, out_of_map(t, v, len), len, &zsum, 0);
+	case KV_BLOCK_OK:
+		return kv_block_put(t, ino, idx, out_of_map(t, v, len), len, NULL, 0);
+	default:
+		return kv_block_check(t, home, h, v, &len); /* says what is wrong: -EIO */
+	}
+}
+
 /* The first lend record of home naming a block of [a, b). */
 static int lend_first(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, struct kv_extent *x)
 {
@@ -367,7 +388,6 @@ static int lend_cow(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 	unsigned char kb[16];
 	MDB_val k = {16, kb}, v;
 	uint64_t lo, hi, dropped;
-	size_t len;
 	int mrc, rc;
 
 	while ((rc = lend_first(t, home, a, b, &x)) == 0) {
@@ -385,10 +405,7 @@ static int lend_cow(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 			}
 			if (mrc)
 				return kv_err(t, mrc, "get lent block");
-			rc = kv_block_check(t, home, h, &v, &len);
-			if (!rc)
-				rc = kv_block_put(t, x.ino, x.first + (h - x.hfirst),
-						  out_of_map(t, &v, len), len, NULL, 0);
+			rc = copy_block(t, home, h, &v, x.ino, x.first + (h - x.hfirst));
 			if (rc)
 				return rc;
 		}
