@@ -164,6 +164,20 @@ int kv_feature_set(kv_txn *t, uint64_t bit)
 	return kv_super_store(t, &s);
 }
 
+int kv_feature_add(kv_txn *t, uint64_t incompat)
+{
+	int rc;
+
+	if (!t->write)
+		return -EROFS;
+	if (incompat & ~KV_FEATURE_INCOMPAT_KNOWN)
+		return -EINVAL;
+	rc = kv_feature_set(t, incompat);
+	if (!rc && (incompat & KV_FEATURE_INCOMPAT_SHARED))
+		atomic_store(&t->env->shared, 1); /* reads look for extents from now on */
+	return rc;
+}
+
 /* Store n as the count in t (the role): published after its commit. */
 static int unwritten_put(kv_txn *t, uint64_t n)
 {

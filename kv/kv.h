@@ -672,6 +672,12 @@ uint64_t kv_room_per_block(const kv_env *env);
  * of them to that (fsck); *count: how many. -EROFS. */
 int kv_unwritten_recount(kv_txn *txn, uint64_t *count);
 
+/* Set incompatible feature bits (KV_FEATURE_INCOMPAT_*) in the superblock
+ * the records txn holds need (fsck: shared blocks on an image that does not
+ * say it holds any). -EINVAL: a bit this build does not know. -EROFS,
+ * -ENOSPC, -EIO. */
+int kv_feature_add(kv_txn *txn, uint64_t incompat);
+
 /* Raise the inode counter to at least next (fsck). -EROFS. */
 int kv_ino_counter_raise(kv_txn *txn, uint64_t next);
 

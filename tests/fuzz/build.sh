@@ -21,7 +21,7 @@ for f in cli.c inomap.c progress.c walk.c dump/dump_show.c dump/dump_export.c du
 	compile "tools/$f"
 done
 compile tools/dump/dump.c -Dmain=kvfs_dump_main
-for f in problem.c repair.c pass1.c pass2.c pass3.c pass4.c pass5.c pass6.c pass7.c; do
+for f in problem.c repair.c pass1.c pass2.c pass3.c pass4.c pass5.c pass6.c pass7.c share.c; do
 	compile "tools/fsck/$f"
 done
 compile tools/fsck/main.c -Dmain=fsck_main

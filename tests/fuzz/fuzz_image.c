@@ -4,11 +4,12 @@
  *
  * Each input is a list of raw record edits applied, through LMDB, to a copy
  * of a small valid image (a directory tree with files, a symlink, a hard
- * link, xattrs, a sparse file):
+ * link, xattrs, a sparse file, a file that borrows another's blocks):
  *
  *     [op u8][klen u8][vlen u16 LE][key: klen bytes][value: vlen bytes] ...
  *
- * op % 6 picks the database (meta, inode, dirent, data, xattr, orphan);
+ * op % 8 picks the database (meta, inode, dirent, data, xattr, orphan,
+ * extent, lend);
  * op & 0x80 deletes the key instead of putting it; an empty key (klen 0)
  * means "the key of the n-th existing record", n taken from the value's
  * first byte, so mutations reach real records. The mutated image is then
@@ -37,6 +38,25 @@ extern int optind;
 static char seed_path[64], img_path[64];
 static unsigned char *seed;
 static size_t seed_len;
+
+/* /a, three whole blocks (of the default size), and /b, which borrows
+ * them (copy_file_range's extent and lend records). */
+static int share_seed(kv_txn *t, struct kv_inode *root)
+{
+	static char blocks[3 * KV_BLOCK_SIZE_DEFAULT];
+	struct kv_inode a = {.mode = 0100644, .nlink = 1}, b = {.mode = 0100644, .nlink = 1};
+	int rc;
+
+	memset(blocks, 'z', sizeof(blocks));
+	if ((rc = kv_ino_alloc(t, &a.ino)) || (rc = kv_ino_alloc(t, &b.ino)) ||
+	    (rc = kv_data_write(t, &a, 0, blocks, sizeof(blocks))) ||
+	    (rc = kv_data_share(t, &b, 0, &a, 0, 3)) || (rc = kv_inode_put(t, &a)) ||
+	    (rc = kv_inode_put(t, &b)) || (rc = kv_dirent_add(t, 1, "a", 1, a.ino, 8)) ||
+	    (rc = kv_dirent_add(t, 1, "b", 1, b.ino, 8)))
+		return rc;
+	root->size += 2;
+	return kv_inode_put(t, root);
+}
 
 static int apply_seed(kv_txn *t, void *arg)
 {
@@ -75,7 +95,7 @@ static int apply_seed(kv_txn *t, void *arg)
 	    (rc = kv_xattr_set(t, f.ino, "user.a", "1", 1, 0)) ||
 	    (rc = kv_xattr_set(t, d.ino, "user.b", "", 0, 0)))
 		return rc;
-	return 0;
+	return share_seed(t, &dir);
 }
 
 static void make_seed(void)
@@ -107,14 +127,15 @@ static void make_seed(void)
 	unlink(seed_path);
 }
 
-static const char *const dbs[6] = {"meta", "inode", "dirent", "data", "xattr", "orphan"};
+static const char *const dbs[8] = {"meta",  "inode",  "dirent", "data",
+				   "xattr", "orphan", "extent", "lend"};
 
 /* Apply the edits; malformed input just ends the list. */
 static void mutate(const uint8_t *p, size_t n)
 {
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi dbi[6];
+	MDB_dbi dbi[8];
 
 	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 8) ||
 	    mdb_env_set_mapsize(env, 64 << 20) ||
@@ -122,13 +143,13 @@ static void mutate(const uint8_t *p, size_t n)
 		abort();
 	if (mdb_txn_begin(env, NULL, 0, &txn))
 		abort();
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		if (mdb_dbi_open(txn, dbs[i], 0, &dbi[i]))
 			abort();
 	while (n >= 4) {
 		unsigned op = p[0], klen = p[1], vlen = p[2] | (unsigned)p[3] << 8;
 		MDB_val k = {klen, (void *)(p + 4)}, v;
-		MDB_dbi db = dbi[op % 6];
+		MDB_dbi db = dbi[op % 8];
 		if (n < 4 + (size_t)klen + vlen)
 			break;
 		v = (MDB_val){vlen, (void *)(p + 4 + klen)};

@@ -26,13 +26,22 @@
  *   orphan T               add T to the orphan list
  *   counter N              set the superblock's next inode number
  *   version N              set the superblock's format version
+ *   incompat N             set the superblock's incompatible features
  *   put DB HEXKEY [HEXVAL] store a raw record
+ *   drop-db DB             delete a whole database (as version 1 lacked one)
+ * Shared blocks (T borrows COUNT blocks from FIRST on, of HOME from HFIRST):
+ *   extent T FIRST HOME HFIRST COUNT     store an extent record alone
+ *   lend T FIRST HOME HFIRST COUNT       store a lend record alone
+ *   del-extent T FIRST     remove the extent record of T at FIRST
+ *   del-lend T FIRST       remove the lend record of that extent
+ *   del-block T IDX        remove a data record
  * Commands that look:
  *   hash NAME              print the dirent hash of NAME
  *   ino T                  print the ino
  *   stat T                 print "mode nlink size nblocks parent" (mode octal)
  *   ls T                   print the names of a directory, one per line
  *   cat T                  print a file's bytes (through the kv API)
+ *   extents T              print T's extents: "first home hfirst count" 
  * Exit 0, or 1 with a message.
  */
 #include <errno.h>
@@ -329,7 +338,66 @@ static void cmd_put(const char *db, const char *hk, const char *hv)
 	put(d, k, kl, v, vl);
 }
 
+/* The extent (ino, first) and its lend record: both keys. */
+static void cmd_extent(int argc, char **argv, int which)
+{
+	struct kv_extent x = {.ino = resolve(argv[0]), .first = num(argv[1])};
+	unsigned char k[32], v[KV_EXTENT_VLEN];
+	size_t kl, vl;
+	MDB_val got;
+
+	if (argc >= 5) {
+		x.home = resolve(argv[2]);
+		x.hfirst = num(argv[3]);
+		x.count = num(argv[4]);
+		kv_encode_extent(which, &x, k, &kl, v, &vl);
+		put(which, k, kl, v, vl);
+		return;
+	}
+	kv_encode_extent(KV_DB_EXTENT, &x, k, &kl, v, &vl);
+	if (get(KV_DB_EXTENT, k, kl, &got) ||
+	    kv_decode_extent(KV_DB_EXTENT, k, kl, got.mv_data, got.mv_size, &x))
+		die("no such extent of '%s'", argv[0]);
+	kv_encode_extent(which, &x, k, &kl, v, &vl);
+	del(which, k, kl);
+}
+
+static void cmd_drop_db(const char *name)
+{
+	enum kv_db d;
+
+	if (kv_db_lookup(name, &d))
+		die("no database '%s'", name);
+	check(mdb_drop(txn, dbi[d], 1), "drop");
+}
+
 /* ------------------------------------------------------------ looking -- */
+
+static void cmd_extents(uint64_t ino)
+{
+	unsigned char key[16];
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc;
+
+	kv_put_be64(key, ino);
+	k = (MDB_val){8, key};
+	check(mdb_cursor_open(txn, dbi[KV_DB_EXTENT], &c), "cursor");
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct kv_extent x;
+
+		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
+			break;
+		if (kv_decode_extent(KV_DB_EXTENT, k.mv_data, k.mv_size, v.mv_data, v.mv_size, &x))
+			printf("malformed\n");
+		else
+			printf("%llu %llu %llu %llu\n", (unsigned long long)x.first,
+			       (unsigned long long)x.home, (unsigned long long)x.hfirst,
+			       (unsigned long long)x.count);
+	}
+	mdb_cursor_close(c);
+}
 
 static void cmd_stat(uint64_t ino)
 {
@@ -408,7 +476,11 @@ static void open_image(const char *path, int write)
 		die("cannot open '%s'", path);
 	check(mdb_txn_begin(env, NULL, write ? 0 : MDB_RDONLY, &txn), "txn");
 	for (int i = 0; i < KV_NDB; i++)
-		check(mdb_dbi_open(txn, kv_db_names[i], 0, &dbi[i]), "dbi");
+		if (mdb_dbi_open(txn, kv_db_names[i], 0, &dbi[i])) {
+			if (i < KV_DB_EXTENT)
+				die("no database '%s'", kv_db_names[i]);
+			dbi[i] = (MDB_dbi)-1; /* version 1 had none: LMDB refuses its use */
+		}
 }
 
 #define NEED(n)                                                                                    \
@@ -484,9 +556,28 @@ static void change(const char *cmd, int argc, char **argv)
 			cmd_super(56, 8, num(argv[0]));
 		else
 			cmd_super(8, 4, num(argv[0]));
+	} else if (!strcmp(cmd, "incompat")) {
+		NEED(1);
+		cmd_super(32, 8, num(argv[0]));
 	} else if (!strcmp(cmd, "put")) {
 		NEED(2);
 		cmd_put(argv[0], argv[1], argc > 2 ? argv[2] : NULL);
+	} else if (!strcmp(cmd, "drop-db")) {
+		NEED(1);
+		cmd_drop_db(argv[0]);
+	} else if (!strcmp(cmd, "extent") || !strcmp(cmd, "lend")) {
+		NEED(5);
+		cmd_extent(argc, argv, cmd[0] == 'e' ? KV_DB_EXTENT : KV_DB_LEND);
+	} else if (!strcmp(cmd, "del-extent") || !strcmp(cmd, "del-lend")) {
+		NEED(2);
+		cmd_extent(2, argv, cmd[4] == 'e' ? KV_DB_EXTENT : KV_DB_LEND);
+	} else if (!strcmp(cmd, "del-block")) {
+		unsigned char key[16];
+
+		NEED(2);
+		kv_put_be64(key, resolve(argv[0]));
+		kv_put_be64(key + 8, num(argv[1]));
+		del(KV_DB_DATA, key, 16);
 	} else {
 		die("unknown command '%s'", cmd);
 	}
@@ -510,7 +601,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	looking = !strcmp(cmd, "ino") || !strcmp(cmd, "stat") || !strcmp(cmd, "ls") ||
-		  !strcmp(cmd, "cat");
+		  !strcmp(cmd, "cat") || !strcmp(cmd, "extents");
 	open_image(img, !looking);
 	if (!looking) {
 		change(cmd, argc, argv);
@@ -526,6 +617,8 @@ int main(int argc, char **argv)
 		cmd_stat(ino);
 	else if (!strcmp(cmd, "ls"))
 		cmd_ls(ino);
+	else if (!strcmp(cmd, "extents"))
+		cmd_extents(ino);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
 	return !strcmp(cmd, "cat") ? cmd_cat(img, ino) : 0;

@@ -6,8 +6,9 @@
  * and ZERO_RANGE, their count and the room they keep; a seeded random
  * sequence checked against an in-memory model (data_model.c) after every
  * step; a block corrupted through raw LMDB reading as -EIO; purge of an
- * inode's blocks; checksums computed before the write (kv_data_sums), and a
- * write over a block left past the end of a damaged file.
+ * inode's blocks (also of one that borrows blocks); checksums computed
+ * before the write (kv_data_sums), and a write over a block left past the
+ * end of a damaged file.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -549,6 +550,54 @@ static void purge(void **state)
 	free(got);
 }
 
+struct share_arg {
+	uint64_t dst, src, n;
+};
+
+static int share_apply(kv_txn *t, void *p)
+{
+	struct share_arg *a = p;
+	struct kv_inode d, s;
+	int rc = kv_inode_get(t, a->dst, &d);
+
+	if (!rc)
+		rc = kv_inode_get(t, a->src, &s);
+	if (!rc)
+		rc = kv_data_share(t, &d, 0, &s, 0, a->n);
+	if (!rc)
+		rc = kv_inode_put(t, &s);
+	return rc ? rc : kv_inode_put(t, &d);
+}
+
+/* A file that borrows blocks and stores some of its own: its purge drops
+ * its own, and the blocks it borrowed stay with their home. */
+static void purge_borrower(void **state)
+{
+	kv_env *e = env_of(state);
+	uint64_t a = f_new(e, "a"), b = f_new(e, "b"), bs = kv_block_size(e);
+	unsigned char *buf = malloc(4 * bs), *got = malloc(4 * bs);
+	struct share_arg sa = {.dst = b, .src = a, .n = 4};
+	struct purge_arg pa = {b};
+	struct kv_usage u;
+
+	assert_non_null(buf);
+	assert_non_null(got);
+	tu_fill(buf, 4 * bs, 5);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, 4 * bs), 0);
+	assert_int_equal(kv_write(e, share_apply, &sa, 0), 0);
+	assert_int_equal(tu_pwrite(e, b, 2 * bs, "own", 3), 0); /* a copy of its own */
+	assert_int_equal(tu_pwrite(e, b, 6 * bs, "own", 3), 0); /* a block of its own */
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.blocks == 6);
+	assert_int_equal(kv_write(e, purge_apply, &pa, 0), 0);
+	assert_int_equal(kv_usage_get(e, &u), 0);
+	assert_true(u.blocks == 4);
+	assert_int_equal(tu_pread(e, a, 0, 4 * bs, got), (ssize_t)(4 * bs));
+	assert_memory_equal(got, buf, 4 * bs);
+	free(buf);
+	free(got);
+}
+
 static void unwritten_count(kv_env *e, uint64_t want)
 {
 	struct kv_usage u;
@@ -747,6 +796,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(block_get, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(corrupt_block, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(purge, tu_setup, tu_teardown),
+	        cmocka_unit_test_setup_teardown(purge_borrower, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(sums_per_block, tu_setup, tu_teardown),
 	        cmocka_unit_test_setup_teardown(stray_block_past_end, tu_setup, tu_teardown),
 	};

@@ -33,6 +33,10 @@
  *     for every reader).
  *  4. A repair is one writer op (one nested transaction): it happens whole
  *     or not at all, and a failed one leaves the others alone.
+ *  5. Shared blocks (share.c) are modelled as invariant 2 says: pass 5
+ *     holds every extent as it will be once the repairs queued are applied,
+ *     so a home's block is kept exactly while some extent of the model
+ *     names it.
  */
 #ifndef KVFS_FSCK_H
 #define KVFS_FSCK_H
@@ -69,6 +73,7 @@ struct fino {
 	uint32_t links;   /* names counted by pass 3 */
 	uint32_t dir;     /* index in f->dirs, or NO_DIR */
 	uint8_t flags;
+	uint8_t iflags;   /* KV_INODE_LENDS, KV_INODE_BORROWS as stored (or set by a repair) */
 };
 
 struct fdir {
@@ -81,6 +86,8 @@ struct fdir {
 };
 enum { R_UNKNOWN, R_VISITING, R_REACHABLE, R_UNREACHABLE };
 
+struct fshare; /* share.c */
+
 /* ---- problems (problem.c) ---- */
 
 enum fsck_pr {
@@ -91,6 +98,7 @@ enum fsck_pr {
 	PR_INODE_BAD_RECORD,
 	PR_INODE_BAD_TYPE,
 	PR_INODE_FLAGS,
+	PR_INODE_SHARE_FLAGS,
 	PR_INODE_INLINE,
 	PR_SYMLINK_SIZE,
 	PR_SYMLINK_EMPTY,
@@ -123,6 +131,21 @@ enum fsck_pr {
 	PR_BLOCK_BAD_LEN,
 	PR_BLOCK_CSUM,
 	PR_NBLOCKS,
+	PR_EXTENT_BAD_KEY,
+	PR_EXTENT_BAD,
+	PR_LEND_BAD_KEY,
+	PR_LEND_BAD,
+	PR_LEND_NO_EXTENT,
+	PR_EXTENT_NO_LEND,
+	PR_EXTENT_NO_OWNER,
+	PR_EXTENT_NOT_FILE,
+	PR_EXTENT_FLAG,
+	PR_EXTENT_PAST_EOF,
+	PR_EXTENT_OVERLAP,
+	PR_EXTENT_OWN,
+	PR_HOME_FLAG,
+	PR_BORROW_LOST,
+	PR_SHARED_FLAG,
 	PR_XATTR_BAD_KEY,
 	PR_XATTR_BAD_NAME,
 	PR_XATTR_OLD_NAME,
@@ -141,10 +164,10 @@ enum fsck_pr {
 };
 
 /* What a message may name; the table's messages expand %i (ino), %j (ino2),
- * %d (dir), %n and %m (num, num2), %o (num in octal), %x (num in hex), %N
- * (name, quoted and escaped), %s (str). */
+ * %d (dir), %n, %m and %k (num, num2, num3), %o (num in octal), %x (num in
+ * hex), %N (name, quoted and escaped), %s (str). */
 struct pctx {
-	uint64_t ino, ino2, dir, num, num2;
+	uint64_t ino, ino2, dir, num, num2, num3;
 	const void *name;
 	size_t namelen;
 	const char *str;
@@ -155,26 +178,30 @@ struct pctx {
 enum fix_kind {
 	FX_NONE,        /* nothing to run: rc holds why the repair cannot be made */
 	FX_INODE_SET,   /* set fields of an inode record (mask) */
-	FX_INODE_CLEAR, /* remove an inode with its blocks, xattrs, orphan entry */
+	FX_INODE_CLEAR, /* remove an inode with its blocks (but those others borrow),
+	                   xattrs, orphan entry */
 	FX_ROOT,        /* (re)create the root directory */
 	FX_DEL,         /* delete one raw record */
 	FX_DEL_PREFIX,  /* delete every record of a database whose key starts with ino */
 	FX_DIRENT_LIST, /* replace a dirent list; re-file misfiled entries */
 	FX_DIRENT_UNLINK, /* remove the entry of dir naming ino (and the dir's counts) */
 	FX_RECONNECT,   /* name ino "#ino" in /lost+found (after an unlink, for cycles) */
-	FX_BLOCK_TRIM,  /* cut a block at the file's size */
+	FX_BLOCK_TRIM,  /* cut a block at the file's size (lent blocks copied first) */
+	FX_EXT_SET,     /* replace an extent (and its lend record) by up to two pieces */
 	FX_ORPHAN_FREE, /* free an orphan with no links */
 	FX_ORPHAN_UNLIST,
 	FX_COUNTER,     /* raise the inode counter */
 	FX_UNWRITTEN,   /* count the unwritten blocks again */
+	FX_FEATURE,     /* set incompatible feature bits the records need */
 };
 
 #define SET_NLINK 0x01
 #define SET_SIZE 0x02
 #define SET_NBLOCKS 0x04
 #define SET_PARENT 0x08
-#define SET_FLAGS 0x10
+#define SET_FLAGS 0x10     /* clear the flags val names */
 #define SET_NOINLINE 0x20
+#define SET_FLAGS_ADD 0x40 /* set the flags val names */
 
 struct fix_ent { /* an entry of a dirent list to re-file */
 	uint64_t ino;
@@ -192,6 +219,7 @@ struct fix {
 			unsigned mask;
 			uint32_t nlink;
 			uint64_t size, nblocks, parent;
+			uint64_t flags_clr, flags_add;
 		} set;
 		struct {
 			enum kv_db db;
@@ -213,8 +241,14 @@ struct fix {
 		} link;
 		struct {
 			uint64_t size, end; /* the file's size, the block's end */
+			uint64_t flags;     /* inode flags to act on besides its own
+			                       (KV_INODE_LENDS: the block is lent) */
 		} trim;
-		uint64_t next; /* FX_COUNTER; FX_UNWRITTEN: the count set */
+		/* FX_EXT_SET: malloc'd [0] the extent to drop (count 0: none),
+		 * [1] and [2] the pieces to store in its place (count 0: none) */
+		struct kv_extent *ext;
+		uint64_t next; /* FX_COUNTER; FX_UNWRITTEN: the count set; FX_FEATURE:
+		                  the bits */
 	} u;
 };
 
@@ -256,6 +290,10 @@ struct fsck {
 
 	/* counts for the summary */
 	uint64_t n_inodes, n_dirs, n_files, n_blocks, n_bytes, n_dirents, n_xattrs, n_orphans;
+	uint64_t n_shared;   /* stored blocks some extent names */
+	uint64_t n_borrowed; /* blocks files borrow (each saves a block's copy) */
+
+	struct fshare *share; /* pass 5's model of the shared blocks (share.c) */
 
 	/* this pass's problems and repairs */
 	struct pend *pend;
@@ -340,6 +378,9 @@ struct fino *fsck_merge(struct fsck_walk *w, uint64_t ino);
 int fsck_snapshot(struct fsck *f);
 /* End the snapshot unless -n keeps it for the whole run. */
 void fsck_snapshot_end(struct fsck *f, int final);
+/* The superblock the checks compare with: with -n the snapshot's (pass 1,
+ * invariant 3), else the writer's, as the repairs so far left it. */
+void fsck_super(struct fsck *f, struct kv_super *sb);
 /* Queue a repair; NULL on ENOMEM. The problem pr (from fsck_problem, may be
  * NULL for a repair that goes with an earlier problem) is settled by it. */
 struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pend *pr);
@@ -348,8 +389,9 @@ struct fix *fsck_fix(struct fsck *f, enum fix_kind kind, uint64_t ino, struct pe
 struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr);
 /* Report problem code (p) about inode fi and, if the mode allows, queue
  * setting one field of its record (mask: SET_NLINK, SET_SIZE, SET_NBLOCKS
- * or SET_PARENT to val; SET_FLAGS or SET_NOINLINE, val unused), and set it
- * in the index too (invariant 2). 0, or -ENOMEM. */
+ * or SET_PARENT to val; SET_FLAGS clears the flags val names, SET_FLAGS_ADD
+ * sets them; SET_NOINLINE, val unused), and set it in the index too
+ * (invariant 2). 0, or -ENOMEM. */
 int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, struct fino *fi,
 		   unsigned mask, uint64_t val);
 /* Attach problem pr to repair x as well. */
@@ -369,6 +411,8 @@ int fsck_lost_found(struct fsck *f, uint64_t *ino);
  * queued now (the mode allows it), NULL when it is left (or on ENOMEM,
  * which then counts it as left). */
 struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *p);
+/* Whether the mode repairs problem code (what fsck_problem will say). */
+int fsck_repairs(const struct fsck *f, enum fsck_pr code);
 /* Print the problems of this pass once their repairs ran (repair.c). */
 void fsck_settle(struct fsck *f);
 void fsck_out_begin(struct fsck *f);
@@ -394,6 +438,33 @@ int fsck_pass4(struct fsck *f);
 int fsck_pass5(struct fsck *f);
 int fsck_pass6(struct fsck *f);
 int fsck_pass7(struct fsck *f);
+
+/* ---- shared blocks, within pass 5 (share.c) ---- */
+
+/* How a data record serves the files that borrow it. */
+enum fsck_bstate {
+	BS_GOOD,      /* whole and sound: a block that can be lent */
+	BS_SHORT,     /* sound, but not a whole block */
+	BS_UNWRITTEN, /* fallocate's: no bytes */
+	BS_BAD_LEN,   /* damaged: no valid length */
+	BS_CSUM,      /* damaged: fails its checksum */
+};
+/* Before the data walk: read the extent and lend records, check them
+ * against each other, their borrowers (and the borrowers' own blocks) and
+ * their homes' flags, and build the model (fsck.h, 5). */
+int fsck_share_begin(struct fsck *f);
+/* The data walk is at block idx of inode ino, in state st: checks the
+ * extents that name it (and those that named blocks the walk has passed).
+ * Returns how many extents of the model still name it, or -ENOMEM. */
+int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstate st);
+/* Inode fi's own blocks are counted (own kept): 1 when it borrows, whose
+ * count fsck_share_end checks (the borrowed ones are known only then), 0
+ * to check it now. <0: ENOMEM. */
+int fsck_share_own(struct fsck *f, const struct fino *fi, uint64_t own);
+/* After the data walk: the home blocks it never met, the borrowers' block
+ * counts, the superblock's feature bit; frees the model. */
+int fsck_share_end(struct fsck *f);
+void fsck_share_free(struct fsck *f);
 
 int cmd_fsck(int argc, char **argv);
 

@@ -40,10 +40,12 @@ static void usage(FILE *out)
 		"                    sizes, block counts, parent fields, dirent types, the\n"
 		"                    inode counter, the orphan list (orphans are freed),\n"
 		"                    blocks and xattrs of missing inodes or past a file's end,\n"
-		"                    and ACLs where the kernel never looks\n"
+		"                    ACLs where the kernel never looks, and the records of\n"
+		"                    shared blocks that lose no byte to the repair\n"
 		"  -y, --yes         repair everything, also: drop dirents of missing inodes,\n"
 		"                    move unreachable inodes to /lost+found, drop damaged\n"
-		"                    blocks (leaving holes), clear damaged inodes, drop\n"
+		"                    blocks (leaving holes), drop borrowed blocks whose home\n"
+		"                    block is lost (holes too), clear damaged inodes, drop\n"
 		"                    malformed records and damaged ACLs\n"
 		"  -f, --force       check even if clean (kvfs keeps no clean flag: every run\n"
 		"                    is a full check; accepted for fsck(8))\n"
@@ -264,6 +266,7 @@ static int parse_args(struct fsck *f, int argc, char **argv)
 static void fsck_release(struct fsck *f)
 {
 	fsck_snapshot_end(f, 1);
+	fsck_share_free(f);
 	if (f->env)
 		kv_close(f->env);
 	for (size_t i = 0; i < f->npend; i++)

@@ -4,7 +4,8 @@
  * sorted index every later pass uses.
  *
  * Checks, per record: a well-formed key; a record that decodes; a known file
- * type; reserved flags clear; inline data only on symlinks; a symlink's
+ * type; reserved flags clear, and the flags of shared blocks (LENDS,
+ * BORROWS) only on regular files; inline data only on symlinks; a symlink's
  * size equal to its target's length, and a target at all; devices, fifos
  * and sockets of size 0; a parent field only on directories; a regular
  * file's size within the largest file size; the root (inode 1) present and
@@ -102,9 +103,14 @@ static int check_fields(struct fsck *f, const struct kv_inode *in)
 		f->ino[f->nino - 1].flags |= F_GONE;
 		return 0; /* nothing else to mend on it */
 	}
-	if (in->flags) {
-		p.num = in->flags;
-		rc = set_field(f, PR_INODE_FLAGS, &p, SET_FLAGS, 0);
+	if (in->flags & ~KV_INODE_FLAGS_KNOWN) {
+		p.num = in->flags & ~KV_INODE_FLAGS_KNOWN;
+		rc = set_field(f, PR_INODE_FLAGS, &p, SET_FLAGS, p.num);
+	}
+	if (!rc && type != S_IFREG && (in->flags & KV_INODE_FLAGS_KNOWN)) {
+		/* only files share blocks (copy_file_range) */
+		p.num = in->flags & KV_INODE_FLAGS_KNOWN;
+		rc = set_field(f, PR_INODE_SHARE_FLAGS, &p, SET_FLAGS, p.num);
 	}
 	if (!rc && type != S_IFLNK && in->inline_len) {
 		p.num = in->inline_len;
@@ -161,6 +167,7 @@ static int check_inode(struct fsck *f, uint64_t ino, const void *v, size_t vl, i
 	fi->nlink = in.nlink;
 	fi->size = in.size;
 	fi->nblocks = in.nblocks;
+	fi->iflags = (uint8_t)(in.flags & KV_INODE_FLAGS_KNOWN);
 	if (orphan)
 		fi->flags |= F_ORPHAN;
 	if (S_ISDIR(in.mode)) {

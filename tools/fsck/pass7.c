@@ -69,10 +69,7 @@ static int check_counter(struct fsck *f)
 	struct pend *pr;
 	struct fix *x;
 
-	if (f->mode == MODE_CHECK)
-		sb = f->sb;
-	else
-		kv_super_get(f->env, &sb);
+	fsck_super(f, &sb);
 	if (sb.next_ino > f->max_key)
 		return 0;
 	p = (struct pctx){.num = sb.next_ino, .num2 = f->max_key, .ino2 = f->max_key + 1};
@@ -97,10 +94,7 @@ static int check_unwritten(struct fsck *f)
 	struct kv_super sb;
 	struct pend *pr;
 
-	if (f->mode == MODE_CHECK)
-		sb = f->sb;
-	else
-		kv_super_get(f->env, &sb);
+	fsck_super(f, &sb);
 	if (!f->unwritten_bad && f->unwritten != f->n_unwritten)
 		pr = fsck_problem(f, PR_UNWRITTEN_COUNT, &p);
 	else if (f->n_unwritten && !(sb.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN))

@@ -10,13 +10,19 @@
  * counter; the orphan list; blocks and xattrs whose inode is gone; bytes
  * stored past a file's size (unreadable, and what truncate would have
  * dropped); an ACL where the kernel never looks (on a symlink, a default
- * ACL on a non-directory: it grants nothing and no one can remove it).
+ * ACL on a non-directory: it grants nothing and no one can remove it); the
+ * records of shared blocks where the repair keeps every byte a read returns
+ * (share.c: the half of a pair that is missing, an extent of a missing
+ * inode, past its file's size or under the file's own blocks, the flags of
+ * files that lend or borrow, the superblock's feature bit).
  * Everything that drops or moves a name, drops data a user could read,
  * changes who may do what, or clears an inode needs -y: dropping dirents,
- * moving inodes to /lost+found, dropping damaged blocks, clearing damaged
- * inodes, dropping malformed records and damaged ACLs (e2fsck clears a
- * damaged ACL too; without it the mode rules, whose group bits were the
- * mask, so the owning group may gain what its own entry did not give).
+ * moving inodes to /lost+found, dropping damaged blocks and the borrowed
+ * blocks whose home block is lost (or extents no read agrees on), clearing
+ * damaged inodes, dropping malformed records and damaged ACLs (e2fsck
+ * clears a damaged ACL too; without it the mode rules, whose group bits
+ * were the mask, so the owning group may gain what its own entry did not
+ * give).
  *
  * A warning (PF_WARN) is what no mode changes, as e2fsck's messages that ask
  * nothing: a record the daemon could have written and still serves, which
@@ -73,6 +79,8 @@ static const struct {
 		"inode %i: unknown file type (mode %o)", "Clear the inode"},
 	[PR_INODE_FLAGS] = {"inode_flags", 2, PF_PREEN,
 		"inode %i: reserved flags %x are set", "Clear them"},
+	[PR_INODE_SHARE_FLAGS] = {"inode_share_flags", 2, PF_PREEN,
+		"inode %i: flags %x of shared blocks on a %s", "Clear them"},
 	[PR_INODE_INLINE] = {"inode_inline", 2, 0,
 		"inode %i: %n bytes of inline data on a %s", "Drop them"},
 	[PR_SYMLINK_SIZE] = {"symlink_size", 2, PF_PREEN,
@@ -140,6 +148,46 @@ static const struct {
 		"inode %i: block %n at offset %m fails its checksum", "Drop it, leaving a hole"},
 	[PR_NBLOCKS] = {"nblocks", 5, PF_PREEN,
 		"inode %i: block count is %n, %m blocks stored", "Fix"},
+	[PR_EXTENT_BAD_KEY] = {"extent_bad_key", 5, 0,
+		"extent database: a record with a malformed key (%n bytes)",
+		"Drop it, leaving holes"},
+	[PR_EXTENT_BAD] = {"extent_bad", 5, 0,
+		"inode %i: the extent at block %n is malformed (a value of %m bytes)",
+		"Drop it, leaving holes"},
+	[PR_LEND_BAD_KEY] = {"lend_bad_key", 5, 0,
+		"lend database: a record with a malformed key (%n bytes)", "Drop it"},
+	[PR_LEND_BAD] = {"lend_bad", 5, PF_PREEN,
+		"inode %i: the lend record of block %n to inode %j is malformed (a value of %m "
+		"bytes)", "Drop it"},
+	[PR_LEND_NO_EXTENT] = {"lend_no_extent", 5, PF_PREEN,
+		"inode %i: blocks %n to %m are lent to inode %j, which has no such extent",
+		"Drop the lend record"},
+	[PR_EXTENT_NO_LEND] = {"extent_no_lend", 5, PF_PREEN,
+		"inode %i: blocks %n to %m borrowed from inode %j have no lend record", "Add it"},
+	[PR_EXTENT_NO_OWNER] = {"extent_no_owner", 5, PF_PREEN,
+		"extent at block %n of missing inode %i (borrowing from inode %j)", "Drop it"},
+	[PR_EXTENT_NOT_FILE] = {"extent_not_file", 5, 0,
+		"inode %i: a %s borrows blocks %n to %m of inode %j (only files do)",
+		"Drop them from it"},
+	[PR_EXTENT_FLAG] = {"extent_flag", 5, PF_PREEN,
+		"inode %i borrows blocks but is not flagged so", "Flag it"},
+	[PR_EXTENT_PAST_EOF] = {"extent_past_eof", 5, PF_PREEN,
+		"inode %i: borrowed blocks %n to %m lie past the end of the file (size %k)",
+		"Drop them"},
+	[PR_EXTENT_OVERLAP] = {"extent_overlap", 5, 0,
+		"inode %i: its extents at blocks %m and %n both cover blocks %n to %k (a read "
+		"may return either)", "Keep them in the first"},
+	[PR_EXTENT_OWN] = {"extent_own", 5, PF_PREEN,
+		"inode %i: blocks %n to %m are stored and also borrowed from inode %j",
+		"Keep the stored ones, drop them from the extent"},
+	[PR_HOME_FLAG] = {"home_flag", 5, PF_PREEN,
+		"inode %i lends blocks but is not flagged so", "Flag it"},
+	[PR_BORROW_LOST] = {"borrow_lost", 5, 0,
+		"inode %i: borrowed blocks %n to %m (those of inode %j from block %k on) are %s",
+		"Drop them from the extent, leaving holes (their data is lost)"},
+	[PR_SHARED_FLAG] = {"shared_flag", 5, PF_PREEN,
+		"%n extents stored, but the superblock does not say it holds any (kvfs would "
+		"read their blocks as holes)", "Set its feature bit"},
 	[PR_XATTR_BAD_KEY] = {"xattr_bad_key", 6, 0,
 		"xattr database: a record with a malformed key (%n bytes)", "Drop it"},
 	[PR_XATTR_BAD_NAME] = {"xattr_bad_name", 6, 0,
@@ -195,6 +243,7 @@ static void expand(FILE *out, const char *fmt, const struct pctx *p)
 		case 'd': fprintf(out, "%llu", (unsigned long long)p->dir); break;
 		case 'n': fprintf(out, "%llu", (unsigned long long)p->num); break;
 		case 'm': fprintf(out, "%llu", (unsigned long long)p->num2); break;
+		case 'k': fprintf(out, "%llu", (unsigned long long)p->num3); break;
 		case 'o': fprintf(out, "%llo", (unsigned long long)p->num); break;
 		case 'x': fprintf(out, "%#llx", (unsigned long long)p->num); break;
 		case 's': fputs(p->str ? p->str : "?", out); break;
@@ -224,11 +273,18 @@ static char *expand_str(const char *fmt, const struct pctx *p)
 	return buf;
 }
 
+int fsck_repairs(const struct fsck *f, enum fsck_pr code)
+{
+	unsigned flags = problems[code].flags;
+
+	return !(flags & PF_WARN) &&
+	       (f->mode == MODE_YES || (f->mode == MODE_PREEN && (flags & PF_PREEN)));
+}
+
 struct pend *fsck_problem(struct fsck *f, enum fsck_pr code, const struct pctx *p)
 {
 	unsigned flags = problems[code].flags;
-	int fix = !(flags & PF_WARN) &&
-		  (f->mode == MODE_YES || (f->mode == MODE_PREEN && (flags & PF_PREEN)));
+	int fix = fsck_repairs(f, code);
 	struct pend *pr;
 	char *msg, *fixq;
 
@@ -390,12 +446,15 @@ void fsck_out_end(struct fsck *f, double secs, const char *error)
 	if (f->json) {
 		printf("%s],\n \"counts\": {\"inodes\": %llu, \"directories\": %llu, "
 		       "\"files\": %llu, \"blocks\": %llu, \"bytes\": %llu, \"dirents\": %llu, "
-		       "\"xattrs\": %llu, \"orphans\": %llu},\n",
+		       "\"xattrs\": %llu, \"orphans\": %llu, \"shared_blocks\": %llu, "
+		       "\"borrowed_blocks\": %llu, \"saved_bytes\": %llu},\n",
 		       f->json_first ? "" : "\n", (unsigned long long)f->n_inodes,
 		       (unsigned long long)f->n_dirs, (unsigned long long)f->n_files,
 		       (unsigned long long)f->n_blocks, (unsigned long long)f->n_bytes,
 		       (unsigned long long)f->n_dirents, (unsigned long long)f->n_xattrs,
-		       (unsigned long long)f->n_orphans);
+		       (unsigned long long)f->n_orphans, (unsigned long long)f->n_shared,
+		       (unsigned long long)f->n_borrowed,
+		       (unsigned long long)(f->n_borrowed * f->bs));
 		printf(" \"found\": %llu, \"fixed\": %llu, \"left\": %llu, \"notes\": %llu, "
 		       "\"seconds\": %.3f, ",
 		       (unsigned long long)f->found, (unsigned long long)f->fixed,
@@ -415,6 +474,11 @@ void fsck_out_end(struct fsck *f, double secs, const char *error)
 	printf("%s: %llu inodes, %llu directories, %llu blocks (%s) checked in %.2f s", f->image,
 	       (unsigned long long)f->n_inodes, (unsigned long long)f->n_dirs,
 	       (unsigned long long)f->n_blocks, bytes, secs);
+	if (f->n_borrowed) {
+		cli_format_bytes(f->n_borrowed * f->bs, bytes, sizeof(bytes));
+		printf("; %llu blocks borrowed from %llu shared (%s saved)",
+		       (unsigned long long)f->n_borrowed, (unsigned long long)f->n_shared, bytes);
+	}
 	if (f->left)
 		printf("; %llu problem%s left (%s)\n", (unsigned long long)f->left,
 		       f->left == 1 ? "" : "s",

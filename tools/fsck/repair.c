@@ -50,6 +50,14 @@ void fsck_snapshot_end(struct fsck *f, int final)
 	f->txn = NULL;
 }
 
+void fsck_super(struct fsck *f, struct kv_super *sb)
+{
+	if (f->mode == MODE_CHECK)
+		*sb = f->sb;
+	else
+		kv_super_get(f->env, sb);
+}
+
 /* ---------------------------------------------------------------- walk -- */
 
 struct pass_walk {
@@ -147,6 +155,14 @@ int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, stru
 		if (fd)
 			fd->parent = val;
 	}
+	if (mask & SET_FLAGS) {
+		x->u.set.flags_clr |= val;
+		fi->iflags &= (uint8_t)~val;
+	}
+	if (mask & SET_FLAGS_ADD) {
+		x->u.set.flags_add |= val;
+		fi->iflags |= (uint8_t)val;
+	}
 	return 0;
 }
 
@@ -186,6 +202,9 @@ static void fix_free(struct fix *x)
 		free(x->u.list.val);
 		free(x->u.list.refile);
 		break;
+	case FX_EXT_SET:
+		free(x->u.ext);
+		break;
 	default:
 		break;
 	}
@@ -217,8 +236,7 @@ static int apply_set(kv_txn *t, struct fix *x)
 		in.nblocks = x->u.set.nblocks;
 	if (m & SET_PARENT)
 		in.parent = x->u.set.parent;
-	if (m & SET_FLAGS)
-		in.flags = 0;
+	in.flags = (in.flags & ~x->u.set.flags_clr) | x->u.set.flags_add;
 	if (m & SET_NOINLINE) {
 		in.inline_data = NULL;
 		in.inline_len = 0;
@@ -226,10 +244,35 @@ static int apply_set(kv_txn *t, struct fix *x)
 	return kv_inode_put(t, &in);
 }
 
+/* Remove inode ino and its records, but keep the blocks other files borrow
+ * from it (kv/share.c invariant 4): a damaged record's flags are unknown,
+ * and a sound one's may have lost theirs, so it is purged as a file that
+ * lends and borrows, whatever it says. */
+static int purge(kv_txn *t, uint64_t ino)
+{
+	struct kv_inode in;
+	int rc = kv_inode_get(t, ino, &in);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc) { /* damaged: a stub of its number takes its place */
+		memset(&in, 0, sizeof(in));
+		in.ino = ino;
+		in.mode = S_IFREG;
+	}
+	if ((in.flags & KV_INODE_FLAGS_KNOWN) != KV_INODE_FLAGS_KNOWN) {
+		in.flags |= KV_INODE_FLAGS_KNOWN;
+		rc = kv_inode_put(t, &in);
+		if (rc)
+			return rc;
+	}
+	return kv_inode_purge(t, ino);
+}
+
 static int apply_root(kv_txn *t)
 {
 	struct kv_inode root = {0};
-	int rc = kv_inode_purge(t, KV_ROOT_INO);
+	int rc = purge(t, KV_ROOT_INO);
 
 	if (rc)
 		return rc;
@@ -369,13 +412,52 @@ static int apply_orphan_free(kv_txn *t, uint64_t ino)
 		return rc;
 	if (in.nlink)
 		return -EBUSY; /* linked after all: never free it */
-	return kv_inode_purge(t, ino);
+	return purge(t, ino);
+}
+
+/* Drop x[0]'s extent and lend records (when x[0].count) and store those of
+ * x[1] and x[2] (each, when its count is not 0): by key, so a piece that
+ * an earlier repair already stored is replaced, never doubled. */
+static int apply_ext_set(kv_txn *t, const struct kv_extent *x)
+{
+	unsigned char k[32], v[KV_EXTENT_VLEN];
+	size_t kl, vl;
+	int rc = 0;
+
+	for (enum kv_db db = KV_DB_EXTENT; !rc && x[0].count && db <= KV_DB_LEND; db++) {
+		kv_encode_extent(db, &x[0], k, &kl, v, &vl);
+		rc = kv_raw_del(t, db, k, kl);
+		if (rc == -ENOENT)
+			rc = 0; /* the half a damaged pair lacked */
+	}
+	for (int i = 1; !rc && i <= 2; i++)
+		for (enum kv_db db = KV_DB_EXTENT; !rc && x[i].count && db <= KV_DB_LEND; db++) {
+			kv_encode_extent(db, &x[i], k, &kl, v, &vl);
+			rc = kv_raw_put(t, db, k, kl, v, vl);
+		}
+	return rc;
+}
+
+/* FX_BLOCK_TRIM: a punch over [size, end of the block) of a file that ends
+ * with the block cuts just that block at size (the record is not stored).
+ * With the file's flags (and those x adds) the punch gives the borrowers of
+ * a lent block a copy first, and makes a borrowed block the file's own
+ * before it cuts it, as a truncate would. */
+static int apply_trim(kv_txn *t, const struct fix *x)
+{
+	struct kv_inode in;
+	int rc = kv_inode_get(t, x->ino, &in);
+
+	if (rc)
+		return rc;
+	in.flags |= x->u.trim.flags;
+	in.size = x->u.trim.end;
+	return kv_data_punch(t, &in, x->u.trim.size, x->u.trim.end - x->u.trim.size);
 }
 
 static int apply_fix(kv_txn *t, void *arg)
 {
 	struct fix *x = arg;
-	struct kv_inode in = {0};
 	int rc;
 
 	switch (x->kind) {
@@ -384,7 +466,7 @@ static int apply_fix(kv_txn *t, void *arg)
 	case FX_INODE_SET:
 		return apply_set(t, x);
 	case FX_INODE_CLEAR:
-		return kv_inode_purge(t, x->ino);
+		return purge(t, x->ino);
 	case FX_ROOT:
 		return apply_root(t);
 	case FX_DEL:
@@ -399,11 +481,9 @@ static int apply_fix(kv_txn *t, void *arg)
 	case FX_RECONNECT:
 		return apply_reconnect(t, x);
 	case FX_BLOCK_TRIM:
-		/* a punch over [size, end of the block) of a file that ends with
-		 * the block cuts just that block at size; the record is not stored */
-		in.ino = x->ino;
-		in.size = x->u.trim.end;
-		return kv_data_punch(t, &in, x->u.trim.size, x->u.trim.end - x->u.trim.size);
+		return apply_trim(t, x);
+	case FX_EXT_SET:
+		return apply_ext_set(t, x->u.ext);
 	case FX_ORPHAN_FREE:
 		return apply_orphan_free(t, x->ino);
 	case FX_ORPHAN_UNLIST:
@@ -413,6 +493,8 @@ static int apply_fix(kv_txn *t, void *arg)
 		return kv_ino_counter_raise(t, x->u.next);
 	case FX_UNWRITTEN:
 		return kv_unwritten_recount(t, &x->u.next);
+	case FX_FEATURE:
+		return kv_feature_add(t, x->u.next);
 	}
 	return -EINVAL;
 }
