@@ -139,11 +139,9 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 	if (!t->write)
 		return -EROFS;
 	flags = inode_flags(t, ino);
-	rc = 0;
 	if (flags & (KV_INODE_LENDS | KV_INODE_BORROWS))
-		rc = kv_share_purge(t, ino, flags); /* keeps the lent blocks */
-	/* a file that only borrows has its own blocks too: none is lent */
-	if (!rc && !(flags & KV_INODE_LENDS))
+		rc = kv_share_purge(t, ino, flags); /* its own blocks, but the lent */
+	else
 		rc = delete_prefix(t, KV_DB_DATA, ino, &unwritten);
 	if (!rc)
 		rc = kv_unwritten_add(t, -unwritten); /* data.c invariant 5 */

@@ -456,7 +456,8 @@ int fsck_share_begin(struct fsck *f);
 /* The data walk is at block idx of inode ino, in state st: checks the
  * extents that name it (and those that named blocks the walk has passed).
  * Returns how many extents of the model still name it, or -ENOMEM. */
-int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstate st);
+int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstate st,
+		     size_t len);
 /* Inode fi's own blocks are counted (own kept): 1 when it borrows, whose
  * count fsck_share_end checks (the borrowed ones are known only then), 0
  * to check it now. <0: ENOMEM. */

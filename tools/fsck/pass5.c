@@ -203,7 +203,7 @@ static int block_record(struct fsck_walk *w, const struct fsck_rec *r)
 	st = block_state(f, ino, r, &len);
 	/* the extents that name it first: whether it stays lent decides what
 	 * becomes of it */
-	lent = fsck_share_block(f, ino, r->key.idx, st);
+	lent = fsck_share_block(f, ino, r->key.idx, st, len);
 	if (lent < 0)
 		return lent;
 	if (!fi || !fino_live(fi)) {

@@ -26,8 +26,9 @@
  *
  * During the walk (fsck_share_block), at each data record: an extent that
  * names a home block the walk passed without a record (missing), or one
- * that is not whole and sound (short, unwritten, damaged), cannot serve its
- * borrower there: -y drops those blocks from the extent, leaving holes (the
+ * that is not sound (unwritten, damaged), cannot serve its borrower there
+ * (a short one can: zeros read after its bytes, which must end within the
+ * borrower's size, or the borrower gets a copy cut at it): -y drops those blocks from the extent, leaving holes (the
  * problem says their data is lost); -p leaves them. A record some extent
  * of the model names is kept even when its inode is gone: a ghost home's
  * block (kv/share.c invariant 4).
@@ -57,10 +58,9 @@
 #define NO_BOR UINT32_MAX
 
 /* What makes home blocks unusable to their borrower (PR_BORROW_LOST). */
-enum { WHY_NONE, WHY_MISSING, WHY_SHORT, WHY_UNWRITTEN, WHY_DAMAGED };
+enum { WHY_NONE, WHY_MISSING, WHY_UNWRITTEN, WHY_DAMAGED };
 static const char *const why_text[] = {
 	[WHY_MISSING] = "missing",
-	[WHY_SHORT] = "not whole blocks",
 	[WHY_UNWRITTEN] = "unwritten (they hold no bytes)",
 	[WHY_DAMAGED] = "damaged",
 };
@@ -707,12 +707,14 @@ static int advance(struct fsck *f, uint64_t ino, int last)
 	return 0;
 }
 
-int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstate st)
+int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstate st,
+		     size_t len)
 {
-	static const uint8_t why_of[] = {[BS_SHORT] = WHY_SHORT, [BS_UNWRITTEN] = WHY_UNWRITTEN,
+	static const uint8_t why_of[] = {[BS_UNWRITTEN] = WHY_UNWRITTEN,
 					 [BS_BAD_LEN] = WHY_DAMAGED, [BS_CSUM] = WHY_DAMAGED};
 	struct fshare *s = f->share;
-	int lose = st != BS_GOOD && fsck_repairs(f, PR_BORROW_LOST), rc, n = 0, lent = 0;
+	int usable = st == BS_GOOD || st == BS_SHORT, rc, n = 0, lent = 0;
+	int lose = !usable && fsck_repairs(f, PR_BORROW_LOST);
 
 	if ((rc = advance(f, ino, 0)) != 0)
 		return rc;
@@ -732,14 +734,18 @@ int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstat
 			n++; /* a lend record alone still keeps a ghost's block */
 			continue;
 		}
+		uint64_t b = e->x.first + (idx - e->x.hfirst), size;
+
 		if (e->seen < idx)
 			rc = bad(f, e, e->seen, idx, WHY_MISSING);
 		e->seen = idx + 1;
-		if (!rc && st != BS_GOOD)
+		/* a short block serves as well: its bytes end within the block
+		 * (kv/share.c invariant 2), zeros read after them */
+		if (!rc && !usable)
 			rc = bad(f, e, idx, idx + 1, why_of[st]);
-		else if (!rc && e->tail &&
-			 e->x.first + (idx - e->x.hfirst) == f->ino[s->bor[e->bor].fi].size / f->bs)
-			rc = trim_tail(f, e, e->x.first + (idx - e->x.hfirst));
+		else if (!rc && e->tail && (size = f->ino[s->bor[e->bor].fi].size) / f->bs == b &&
+			 b * f->bs + len > size)
+			rc = trim_tail(f, e, b); /* bytes past the borrower's size */
 		if (rc)
 			return rc;
 		if (!lose) {
@@ -747,7 +753,7 @@ int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstat
 			lent = 1;
 		}
 	}
-	if (lent && st == BS_GOOD)
+	if (lent && usable)
 		f->n_shared++;
 	return n;
 }
