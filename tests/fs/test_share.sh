@@ -93,6 +93,18 @@ same "$MNT/copy" 7 "$MNT/part2" 8 3000000
 expect "part's size" [ "$(stat -c %s "$MNT/part")" = 5001000 ]
 ok
 
+# a range of a copy back into its original elsewhere: the original then
+# borrows from itself (the blocks' home is the original), and a write to
+# the blocks lent leaves the borrowed range as it was
+head -c 3000000 "$T/orig" >"$MNT/self"
+cp "$MNT/self" "$MNT/selfcp"
+expect "copy into its original" \
+	[ "$(cfr "$MNT/selfcp" 0 "$MNT/self" $((4072 * 600)) 1000000)" = 1000000 ]
+head -c 1000000 "$T/orig" >"$T/first"
+dd if="$T/patch" of="$MNT/self" bs=1000 count=10 conv=notrunc status=none
+same "$T/first" 0 "$MNT/self" $((4072 * 600)) 1000000
+same "$T/patch" 0 "$MNT/self" 0 10000
+
 # remount: the same bytes; fsck finds nothing to say
 kvfs_umount
 expect "fsck -n clean with shares" "$FSCK_BIN" -n "$IMG"
@@ -107,7 +119,7 @@ p2=$(sum "$MNT/part2")
 rm "$MNT/copy" "$MNT/part"
 expect "a copy's copy after the copy's delete" [ "$(sum "$MNT/copy2")" = "$(sum "$T/c2")" ]
 expect "a copied range after its source's delete" [ "$(sum "$MNT/part2")" = "$p2" ]
-rm "$MNT/copy2" "$MNT/part2"
+rm "$MNT/copy2" "$MNT/part2" "$MNT/self" "$MNT/selfcp"
 # kvfs frees a deleted file once the kernel forgets it, in a later commit
 for i in $(seq 100); do
 	sync "$MNT"
