@@ -51,6 +51,16 @@ int mount_defaults_check(const char *opts, char *err, size_t errlen);
 #define COMPRESS_LEVEL_DEFAULT 3
 #define COMPRESS_LEVEL_MAX 19
 int compress_parse(const char *v, int *level, char *err, size_t errlen);
+/* The defaults opts ("" for none) with their compress options (compress,
+ * compress=..., nocompress) replaced by opt (NULL: by none), into out:
+ * what kvfs-tune -O and mkfs.kvfs -O store, the other defaults kept in
+ * their order. 0, or -E2BIG when the result is longer than
+ * MOUNT_DEFAULTS_MAX bytes or outlen - 1. */
+int mount_defaults_compress(const char *opts, const char *opt, char *out, size_t outlen);
+/* The zstd level new writes get under the defaults opts, as the daemon
+ * reads them (the last compress option wins): 0 for none or nocompress;
+ * -EINVAL for a value compress_parse refuses. */
+int mount_defaults_level(const char *opts);
 
 /* ----------------------------------------------------------- messages -- */
 

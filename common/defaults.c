@@ -38,6 +38,73 @@ int compress_parse(const char *v, int *level, char *err, size_t errlen)
 	return -EINVAL;
 }
 
+/* Whether the len bytes at d are a compress option. */
+static int is_compress(const char *d, size_t len)
+{
+	return (len == 8 && strncmp(d, "compress", 8) == 0) ||
+	       (len > 8 && strncmp(d, "compress=", 9) == 0) ||
+	       (len == 10 && strncmp(d, "nocompress", 10) == 0);
+}
+
+/* Append the len bytes at s to out (used bytes so far), a comma first
+ * unless out is empty; -E2BIG when they do not fit. */
+static int append(char *out, size_t outlen, size_t *used, const char *s, size_t len)
+{
+	size_t need = *used + (*used != 0) + len;
+
+	if (need > MOUNT_DEFAULTS_MAX || need >= outlen)
+		return -E2BIG;
+	if (*used)
+		out[(*used)++] = ',';
+	memcpy(out + *used, s, len);
+	*used += len;
+	out[*used] = '\0';
+	return 0;
+}
+
+int mount_defaults_compress(const char *opts, const char *opt, char *out, size_t outlen)
+{
+	size_t used = 0;
+	int rc = 0;
+
+	if (outlen == 0)
+		return -E2BIG;
+	out[0] = '\0';
+	for (const char *d = opts; *d && rc == 0;) {
+		size_t n = strcspn(d, ",");
+
+		if (!is_compress(d, n))
+			rc = append(out, outlen, &used, d, n);
+		d += n + (d[n] == ',');
+	}
+	if (rc == 0 && opt)
+		rc = append(out, outlen, &used, opt, strlen(opt));
+	return rc;
+}
+
+int mount_defaults_level(const char *opts)
+{
+	char v[MOUNT_DEFAULTS_MAX + 1], err[160];
+	int level = 0, l;
+
+	for (const char *d = opts; *d;) {
+		size_t n = strcspn(d, ",");
+
+		if (is_compress(d, n) && n <= MOUNT_DEFAULTS_MAX) {
+			const char *value = n > 8 ? v + 9 : NULL; /* after "compress=" */
+
+			l = 0; /* nocompress */
+			memcpy(v, d, n);
+			v[n] = '\0';
+			if (v[0] == 'c' && compress_parse(value, &l, err, sizeof(err)))
+				return -EINVAL;
+			level = l;
+		}
+		d += n + (d[n] == ',');
+	}
+	return level;
+}
+
 /* Check one option (len bytes at opt); 0, or -EINVAL with err set. */
 static int check_one(const char *opt, size_t len, char *err, size_t errlen)
 {

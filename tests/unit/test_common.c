@@ -1,7 +1,8 @@
 /*
  * test_common.c - common/, the library below the daemon and the tools: the
  * sizes every program accepts and refuses, the message lines, the crash
- * guard's report as a crashed child sends it, and growing arrays. Linked
+ * guard's report as a crashed child sends it, growing arrays, and the
+ * compress part of an image's mount defaults. Linked
  * with common/ alone: nothing here needs the store or FUSE.
  */
 #include <errno.h>
@@ -454,6 +455,47 @@ static void array_refuses_overflow(void **state)
 	free(v); /* still the caller's */
 }
 
+/* The compress part of the defaults replaced, the rest kept in order. */
+static void defaults_compress_replaced(void **state)
+{
+	char out[MOUNT_DEFAULTS_MAX + 1], big[MOUNT_DEFAULTS_MAX + 1];
+
+	(void)state;
+	assert_int_equal(mount_defaults_compress("", "compress=zstd:3", out, sizeof(out)), 0);
+	assert_string_equal(out, "compress=zstd:3");
+	assert_int_equal(mount_defaults_compress("noatime,compress,durability=full",
+						 "compress=zstd:9", out, sizeof(out)), 0);
+	assert_string_equal(out, "noatime,durability=full,compress=zstd:9");
+	assert_int_equal(mount_defaults_compress("compress=zstd:2,noacl,nocompress", NULL, out,
+						 sizeof(out)), 0);
+	assert_string_equal(out, "noacl");
+	assert_int_equal(mount_defaults_compress("compress", NULL, out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	/* names that only begin like one are not compress options */
+	assert_int_equal(mount_defaults_compress("compressx", NULL, out, sizeof(out)), 0);
+	assert_string_equal(out, "compressx");
+	/* too long for the record: refused, whatever room out has */
+	memset(big, 'a', 250);
+	big[250] = '\0';
+	assert_int_equal(mount_defaults_compress(big, "compress=zstd:3", out, sizeof(out)),
+			 -E2BIG);
+	assert_int_equal(mount_defaults_compress("noatime", "compress", out, 8), -E2BIG);
+}
+
+static void defaults_level_is_the_last(void **state)
+{
+	(void)state;
+	assert_int_equal(mount_defaults_level(""), 0);
+	assert_int_equal(mount_defaults_level("noatime"), 0);
+	assert_int_equal(mount_defaults_level("compress"), COMPRESS_LEVEL_DEFAULT);
+	assert_int_equal(mount_defaults_level("compress=zstd"), COMPRESS_LEVEL_DEFAULT);
+	assert_int_equal(mount_defaults_level("noacl,compress=zstd:7,noatime"), 7);
+	assert_int_equal(mount_defaults_level("compress=zstd:7,nocompress"), 0);
+	assert_int_equal(mount_defaults_level("nocompress,compress=zstd:1"), 1);
+	assert_int_equal(mount_defaults_level("compress=lz4"), -EINVAL);
+	assert_int_equal(mount_defaults_level("compress=zstd:20"), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest size_tests[] = {
@@ -478,11 +520,16 @@ int main(void)
 		cmocka_unit_test(array_allocates_when_empty),
 		cmocka_unit_test(array_refuses_overflow),
 	};
+	const struct CMUnitTest defaults_tests[] = {
+		cmocka_unit_test(defaults_compress_replaced),
+		cmocka_unit_test(defaults_level_is_the_last),
+	};
 	int failed = 0;
 
 	failed += cmocka_run_group_tests_name("size", size_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("msg", msg_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("crash", crash_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("array", array_tests, NULL, NULL);
+	failed += cmocka_run_group_tests_name("defaults", defaults_tests, NULL, NULL);
 	return failed ? 1 : 0;
 }
