@@ -1,8 +1,10 @@
 /*
- * cli.c - helpers shared by the command-line tools: messages, and the safe
+ * cli.c - helpers shared by the command-line tools: messages, the safe
  * printing of names and times read from an image (which may hold any bytes:
- * nothing read from disk reaches a terminal unescaped).
+ * nothing read from disk reaches a terminal unescaped), the -O compress
+ * option, and the bytes of a data block, compressed or not.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -218,6 +220,55 @@ void cli_print_label(FILE *f, const char *label)
 	fputc('\'', f);
 	cli_put_escaped(f, label, strlen(label));
 	fputs("'\n", f);
+}
+
+int cli_parse_compress(const char *arg, int *level)
+{
+	char err[160];
+
+	if (strcmp(arg, "nocompress") == 0) {
+		*level = 0;
+		return 0;
+	}
+	if (strcmp(arg, "compress") != 0 && strncmp(arg, "compress=", 9) != 0) {
+		cli_error("unknown feature '%s' (-O takes compress, compress=zstd:LEVEL or "
+			  "nocompress)", arg);
+		return -1;
+	}
+	if (compress_parse(arg[8] ? arg + 9 : NULL, level, err, sizeof(err)) != 0) {
+		cli_error("-O %s: %s", arg, err);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_defaults_compress(kv_txn *t, int level)
+{
+	char old[KV_DEFAULTS_MAX + 1], opt[32], merged[KV_DEFAULTS_MAX + 1];
+	int rc = kv_defaults_get(t, old, sizeof(old));
+
+	if (rc)
+		return rc;
+	snprintf(opt, sizeof(opt), "compress=zstd:%d", level);
+	rc = mount_defaults_compress(old, level ? opt : NULL, merged, sizeof(merged));
+	return rc ? rc : kv_defaults_set(t, merged);
+}
+
+int cli_block_data(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
+		   void *buf, const void **data, size_t *len)
+{
+	int rc = kv_check_block(env, ino, idx, val, vlen, len);
+
+	if (rc < 0)
+		return -EIO;
+	*data = val;
+	if (rc == 0)
+		return 0;
+	rc = kv_block_unpack(val, vlen, buf, *len);
+	if (rc)
+		return rc == -EIO ? -EBADMSG : rc;
+	*data = buf;
+	return 1;
 }
 
 /* "IMAGE-lock" into buf; 0 when it does not fit. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "kv.h"
 
 #define EXIT_OK 0
 #define EXIT_CORRECTED 1
@@ -67,6 +68,25 @@ void cli_put_escaped(FILE *f, const void *s, size_t len);
 void cli_format_time(int64_t ns, char *out, size_t outlen);
 /* A byte count for people: "512 bytes", "1.5 MiB". */
 void cli_format_bytes(uint64_t n, char *out, size_t outlen);
+/* mkfs.kvfs -O and kvfs-tune -O: "compress", "compress=zstd",
+ * "compress=zstd:LEVEL" (into *level, 1 to COMPRESS_LEVEL_MAX; 3 unless
+ * given) or "nocompress" (0). 0, or -1 after saying what is wrong. */
+int cli_parse_compress(const char *arg, int *level);
+/* Set the compress part of the mount defaults write txn t holds to level
+ * (0: the compress options removed), keeping the other defaults: what
+ * mkfs.kvfs -O and kvfs-tune -O store. kv_defaults_get's and
+ * kv_defaults_set's errors; -E2BIG: the defaults would be longer than
+ * KV_DEFAULTS_MAX bytes. */
+int cli_defaults_compress(kv_txn *t, int level);
+/* The data bytes of block value val (vlen bytes) under key (ino, idx): a
+ * plain block's are in val, a compressed one's (docs/FORMAT.md) are
+ * unpacked into buf, which has room for the image's block size; *data
+ * points at them, *len counts them. Returns 0 for a plain block, 1 for a
+ * compressed one; -EIO when the value fails its length or checksum check
+ * (*len as kv_check_block leaves it), -EBADMSG when its checksum holds but
+ * its frame does not decompress to its length, -ENOMEM. */
+int cli_block_data(kv_env *env, uint64_t ino, uint64_t idx, const void *val, size_t vlen,
+		   void *buf, const void **data, size_t *len);
 /* From here on a crash (SIGSEGV, SIGBUS, SIGABRT ...) prints a message
  * naming image on stderr and exits EXIT_OPERATIONAL (common.h's crash
  * guard). For tools that read images: LMDB trusts its B-tree pages, and a

@@ -19,6 +19,12 @@
  * regions (SEEK_DATA / SEEK_HOLE) are read, and runs of zeros inside them
  * are not stored.
  *
+ * With a compress level (mkfs.kvfs -O compress), each run of file bytes is
+ * checksummed and compressed by the walk as the daemon's write does it
+ * (kv_data_sums, kv_data_compress: before the op, never in the writer),
+ * and the batch carries the checksums and the frames that save room
+ * behind the bytes; apply() stores them with kv_data_write_sums.
+ *
  * Invariants:
  *  1. The new image is this process's alone (its exclusive lock), so the
  *     walk numbers inodes itself, upward from the superblock's counter, and
@@ -68,6 +74,9 @@ struct item {
 	uint64_t pos;       /* IT_DATA: file offset */
 	size_t off, len;    /* bytes in buf: name, symlink target, data, or xattr name NUL value */
 	size_t src;         /* the source path in buf, for messages */
+	size_t zat;         /* IT_DATA with nsums: in buf, 8-aligned, nsums checksums (u64),
+	                       nz frame offsets and nz lengths (u32), then the frames */
+	uint32_t nsums, nz;
 	struct kv_inode in; /* IT_INODE; inline data is (off, len) */
 };
 
@@ -90,6 +99,7 @@ struct batch {
 struct loader {
 	kv_env *env;
 	uint64_t bs;
+	int level;            /* zstd level of the data blocks; 0: stored as they are */
 	uint64_t next_ino;
 	struct batch b[2];
 	int cur;
@@ -134,6 +144,19 @@ static void show_progress(struct loader *L)
 
 /* ------------------------------------------------------------- batches -- */
 
+/* A data item the walk checksummed and compressed (pack_item). */
+static int write_packed(kv_txn *t, const struct batch *b, const struct item *it,
+			struct kv_inode *cur)
+{
+	const uint64_t *sums = (const uint64_t *)(b->buf + it->zat);
+	const uint32_t *zoff = (const uint32_t *)(sums + it->nsums);
+	struct kv_zblocks z = {.zoff = zoff, .zlen = zoff + it->nz, .n = it->nz};
+
+	z.data = (const unsigned char *)(z.zlen + it->nz);
+	return kv_data_write_sums(t, cur, it->pos, b->buf + it->off, it->len, sums, it->nsums,
+				  it->nz ? &z : NULL);
+}
+
 static int apply_item(kv_txn *t, struct batch *b, const struct item *it, struct kv_inode *cur)
 {
 	const char *p = (const char *)b->buf + it->off;
@@ -160,6 +183,8 @@ static int apply_item(kv_txn *t, struct batch *b, const struct item *it, struct 
 	case IT_DATA:
 		if (cur->ino != it->ino && (rc = kv_inode_get(t, it->ino, cur)) != 0)
 			return rc;
+		if (it->nsums)
+			return write_packed(t, b, it, cur);
 		return kv_data_write(t, cur, it->pos, p, it->len);
 	case IT_XATTR:
 		nlen = strlen(p);
@@ -434,6 +459,48 @@ static int is_zero(const unsigned char *p, size_t n)
 	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
 
+/* The checksums and frames of the blocks of data item it, which pack_item
+ * puts behind the batch's bytes, for an item of len bytes: at most len
+ * bytes of frames (a frame is kept only when smaller than its block), and
+ * per block touched a checksum, a frame's offset and length and up to 7
+ * bytes of alignment. */
+static size_t pack_room(const struct loader *L, size_t len)
+{
+	return L->level ? len + (len / L->bs + 2) * 24 : 0;
+}
+
+/* Checksum and compress the bytes of data item it as the daemon's write
+ * does, here in the walk, before the op; their checksums and the frames
+ * that save room go into the batch behind them (pack_room reserved). */
+static void pack_item(struct loader *L, struct batch *b, struct item *it)
+{
+	const unsigned char *src = b->buf + it->off;
+	size_t at = (b->len + 7) & ~(size_t)7, used = 0, ns, nz = 0;
+	uint64_t *sums = (uint64_t *)(b->buf + at);
+	struct kv_zblocks z;
+	uint32_t *zoff, *zlen;
+	unsigned char *frames;
+
+	ns = kv_data_sums(L->env, it->ino, it->pos, src, it->len, sums, it->len / L->bs + 2);
+	if (ns)
+		nz = kv_data_compress(L->env, it->ino, it->pos, src, it->len, L->level, sums, ns,
+				      &z);
+	zoff = (uint32_t *)(sums + ns);
+	zlen = zoff + nz;
+	frames = (unsigned char *)(zlen + nz);
+	for (size_t i = 0; i < nz; i++) {
+		zoff[i] = (uint32_t)used;
+		zlen[i] = z.zlen[i];
+		memcpy(frames + used, z.data + z.zoff[i], z.zlen[i]);
+		used += z.zlen[i];
+	}
+	it->zat = at;
+	it->nsums = (uint32_t)ns;
+	it->nz = (uint32_t)nz;
+	b->len = (size_t)(frames - b->buf) + used;
+	assert(b->len <= BUF_CAP);
+}
+
 /* Read [from, to) of fd (inside one CHUNK-sized, block-aligned window)
  * into the batch and add its non-zero block pieces as data items. */
 static int load_chunk(struct loader *L, int fd, uint64_t ino, uint64_t from, uint64_t to)
@@ -442,7 +509,7 @@ static int load_chunk(struct loader *L, int fd, uint64_t ino, uint64_t from, uin
 	unsigned char *p;
 	size_t len = (size_t)(to - from), got = 0, run = 0, at, n0;
 
-	if (reserve(L, 1 + (len / L->bs + 2), len + L->pathlen + 1))
+	if (reserve(L, 1 + (len / L->bs + 2), len + pack_room(L, len) + L->pathlen + 1))
 		return -1;
 	if (L->src == SIZE_MAX)
 		L->src = put_bytes(L, L->path, L->pathlen + 1);
@@ -487,6 +554,8 @@ static int load_chunk(struct loader *L, int fd, uint64_t ino, uint64_t from, uin
 	}
 	if (b->n == n0)
 		b->len = at; /* all zeros: the bytes are not needed */
+	for (size_t i = n0; L->level && i < b->n; i++)
+		pack_item(L, b, &b->items[i]);
 	return 0;
 }
 
@@ -804,7 +873,8 @@ static void loader_release(struct loader *L)
 	pthread_mutex_destroy(&L->lock);
 }
 
-int mkfs_fill(const char *image, const char *dir, int progress, struct mkfs_fill_stats *st)
+int mkfs_fill(const char *image, const char *dir, int level, int progress,
+	      struct mkfs_fill_stats *st)
 {
 	struct kv_open_opts o = {.durability = KV_DURABLE_NONE}; /* one sync at the end */
 	struct kv_super s;
@@ -836,6 +906,7 @@ int mkfs_fill(const char *image, const char *dir, int progress, struct mkfs_fill
 	}
 	kv_super_get(L.env, &s);
 	L.bs = s.block_size;
+	L.level = level;
 	L.next_ino = s.next_ino;
 	rc = load_root(&L, dir);
 	if (!rc)

@@ -2,7 +2,12 @@
  * tune.c - kvfs-tune: change the label, the uuid or the mount defaults of a
  * kvfs image, in tune2fs's spirit, and list them.
  *
- *   kvfs-tune [-L LABEL] [-U UUID|random] [-o OPTIONS] [-l] IMAGE
+ *   kvfs-tune [-L LABEL] [-U UUID|random] [-o OPTIONS] [-O FEATURE] [-l] IMAGE
+ *
+ * -O compress[=zstd:LEVEL] and -O nocompress turn compression on or off for
+ * the blocks mounts write from then on: they edit the compress part of the
+ * mount defaults alone (after -o, when both are given), and no stored block
+ * changes (a block is read as it was stored, compressed or not).
  *
  * Changes are one commit of an image opened read-write, so they are refused
  * while it is mounted read-write (kv_open names the mountpoint); -l alone
@@ -27,12 +32,14 @@ struct tune {
 	int set_uuid;
 	uint8_t uuid[16];
 	const char *options; /* NULL: kept; "": none */
+	int set_compress;    /* -O: the compress part of the defaults set to level */
+	int level;           /* 0: nocompress */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: %s [-L LABEL] [-U UUID|random] [-o OPTIONS] [-l] IMAGE\n"
+		"usage: %s [-L LABEL] [-U UUID|random] [-o OPTIONS] [-O FEATURE] [-l] IMAGE\n"
 		"Change the label, the UUID or the mount defaults of the kvfs image IMAGE\n"
 		"(not while it is mounted read-write), or show them.\n"
 		"\n"
@@ -42,14 +49,21 @@ static void usage(FILE *f)
 		"                         unless its own -o options say otherwise ('' for\n"
 		"                         none): durability=full|fsync|none, max_size=SIZE,\n"
 		"                         commit=SECONDS, window=MS, noatime, relatime,\n"
-		"                         strictatime, acl, noacl (see kvfs(8))\n"
+		"                         strictatime, acl, noacl, compress[=zstd:LEVEL],\n"
+		"                         nocompress (see kvfs(8))\n"
+		"  -O, --features compress[=zstd:LEVEL]\n"
+		"                         store the data blocks mounts write from now on\n"
+		"                         compressed with zstd (level 1 to %d, default %d):\n"
+		"                         sets the compress part of the mount defaults,\n"
+		"                         keeping the others; stored blocks stay as they are\n"
+		"  -O nocompress          store new data blocks as they are\n"
 		"  -l, --list             show the label, UUID and mount defaults (after\n"
 		"                         the changes, if any); the default with no option\n"
 		"  -h, --help             show this help and exit\n"
 		"  -V, --version          show the version and exit\n"
 		"\n"
 		"Exit status: 0 done, 1 failed, 16 usage.\n",
-		cli_prog, KV_LABEL_MAX);
+		cli_prog, KV_LABEL_MAX, COMPRESS_LEVEL_MAX, COMPRESS_LEVEL_DEFAULT);
 }
 
 static int hexval(int c)
@@ -104,6 +118,8 @@ static int apply_tune(kv_txn *t, void *arg)
 		rc = kv_super_relabel(t, w->label, w->set_uuid ? w->uuid : NULL);
 	if (rc == 0 && w->options)
 		rc = kv_defaults_set(t, w->options);
+	if (rc == 0 && w->set_compress)
+		rc = cli_defaults_compress(t, w->level);
 	return rc;
 }
 
@@ -112,7 +128,7 @@ static int list(kv_env *env, const char *image)
 	char uuid[37], defaults[KV_DEFAULTS_MAX + 1];
 	struct kv_super s;
 	kv_txn *t;
-	int rc;
+	int rc, level;
 
 	kv_super_get(env, &s);
 	rc = kv_read_begin(env, &t);
@@ -129,6 +145,11 @@ static int list(kv_env *env, const char *image)
 	cli_print_label(stdout, s.label);
 	printf("uuid:           %s\n", uuid);
 	printf("mount defaults: %s\n", defaults[0] ? defaults : "(none)");
+	level = mount_defaults_level(defaults);
+	if (level > 0)
+		printf("compression:    zstd level %d (of new writes)\n", level);
+	else
+		printf("compression:    %s\n", level ? "(defaults damaged)" : "off");
 	return EXIT_OK;
 }
 
@@ -136,7 +157,7 @@ static int list(kv_env *env, const char *image)
  * after a change too. An exit code. */
 static int tune_image(const char *image, const struct tune *w, int show)
 {
-	int change = w->label || w->set_uuid || w->options, rc;
+	int change = w->label || w->set_uuid || w->options || w->set_compress, rc;
 	struct kv_open_opts o = {.readonly = !change, .durability = KV_DURABLE_FULL};
 	char err[512];
 	kv_env *env;
@@ -147,7 +168,10 @@ static int tune_image(const char *image, const struct tune *w, int show)
 		return 1;
 	}
 	rc = change ? kv_write(env, apply_tune, (void *)w, 0) : 0;
-	if (rc)
+	if (rc == -E2BIG)
+		cli_error_at(image, "not changed: the mount defaults would be longer than %d "
+			     "bytes", KV_DEFAULTS_MAX);
+	else if (rc)
 		cli_error_at(image, "not changed: %s", strerror(-rc));
 	else if (show || !change)
 		rc = list(env, image);
@@ -161,6 +185,7 @@ int cmd_tune(int argc, char **argv)
 		{"label", required_argument, NULL, 'L'},
 		{"uuid", required_argument, NULL, 'U'},
 		{"options", required_argument, NULL, 'o'},
+		{"features", required_argument, NULL, 'O'},
 		{"list", no_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -171,7 +196,7 @@ int cmd_tune(int argc, char **argv)
 	const char *image;
 	int show = 0, c, rc, lock_existed;
 
-	while ((c = getopt_long(argc, argv, "L:U:o:lhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "L:U:o:O:lhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'L':
 			if (strlen(optarg) > KV_LABEL_MAX) {
@@ -194,6 +219,11 @@ int cmd_tune(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			w.options = optarg;
+			break;
+		case 'O':
+			if (cli_parse_compress(optarg, &w.level))
+				return EXIT_USAGE;
+			w.set_compress = 1;
 			break;
 		case 'l':
 			show = 1;
