@@ -17,11 +17,15 @@
  * records and the blocks they borrow, the distinct blocks lent and the
  * files that lend them, deleted homes and the blocks they keep, and the
  * bytes sharing saves: borrowed blocks x block size, which no file stores
- * twice), the image's size and the map's pages in use, the data stored
- * (file block bytes, a shared block once + symlink targets + xattr names
- * and values) and the amplification, image size / data stored (and, where
- * blocks are shared, image size / (data stored + sharing saves): against
- * the bytes the files would take unshared).
+ * twice), the compressed blocks (how many, the data bytes they hold, the
+ * bytes of their frames and the ratio of the two), the image's size and
+ * the map's pages in use, the data stored (file block bytes, a shared
+ * block once, a compressed block as the data it holds + symlink targets +
+ * xattr names and values) and the amplification, image size / data stored
+ * (and, where blocks are shared, image size / (data stored + sharing
+ * saves): against the bytes the files would take unshared; where blocks
+ * are compressed, image size / the data as stored, compressed blocks as
+ * their frames: the overhead of the store alone).
  *
  * Invariants:
  *  1. Arguments are checked before the image is opened: a usage error is
@@ -252,6 +256,12 @@ const char *dump_type_name(uint32_t mode)
 	}
 }
 
+int dump_block(struct dump *d, uint64_t ino, uint64_t idx, const void *v, size_t vl,
+	       const void **data, size_t *len)
+{
+	return cli_block_data(d->env, ino, idx, v, vl, d->zbuf, data, len);
+}
+
 uint64_t dump_lent_blocks(uint64_t *end, const struct kv_extent *b)
 {
 	uint64_t from = b->hfirst > *end ? b->hfirst : *end;
@@ -350,7 +360,8 @@ int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
 struct counts {
 	uint64_t by_type[16]; /* by kv_dirent_type: DT_DIR, DT_REG, ... */
 	uint64_t inodes, names, dirent_keys, blocks, unwritten, xattrs, orphans;
-	uint64_t block_bytes, inline_bytes, xattr_bytes;
+	uint64_t block_bytes, inline_bytes, xattr_bytes; /* block_bytes: the data they hold */
+	uint64_t zblocks, zdata, zframes; /* compressed blocks, their data and frame bytes */
 	/* shared blocks (kv/share.c) */
 	uint64_t extents, borrowed; /* extent records, the blocks they cover */
 	uint64_t homes, lent;       /* files lending, distinct blocks of theirs lent */
@@ -416,16 +427,34 @@ static void count_dirent(struct dump *d, struct counts *c, const unsigned char *
 			   (unsigned long long)key.ino);
 }
 
+/* A value that begins as a zstd frame does (docs/FORMAT.md): the only
+ * ones whose checksum is worth checking to tell a compressed block. */
+static int zstd_magic(const void *v, size_t vl)
+{
+	static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+	return kv_block_len(vl) >= 4 && memcmp(v, magic, 4) == 0;
+}
+
+/* A compressed block counts the data it holds (its frame's content size,
+ * its checksum checked, nothing decompressed); a damaged value counts its
+ * bytes, as a plain block's. */
 static void count_block(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
 			const void *v, size_t vl)
 {
-	(void)d;
-	(void)k;
-	(void)kl;
-	(void)v;
+	size_t len = kv_block_len(vl), data;
+	struct kv_key key;
+
 	c->blocks++;
 	c->unwritten += vl == KV_BLOCK_UNWRITTEN_LEN;
-	c->block_bytes += kv_block_len(vl);
+	if (zstd_magic(v, vl) && kv_key_decode(KV_DB_DATA, k, kl, &key) == 0 &&
+	    kv_check_block(d->env, key.ino, key.idx, v, vl, &data) == 1) {
+		c->zblocks++;
+		c->zdata += data;
+		c->zframes += len;
+		len = data;
+	}
+	c->block_bytes += len;
 }
 
 static void count_xattr(struct dump *d, struct counts *c, const unsigned char *k, size_t kl,
@@ -504,12 +533,84 @@ static void print_field(const char *name, const char *fmt, ...)
 	putchar('\n');
 }
 
+/* The names of the incompatible features set, after their bits: " (unwritten
+ * blocks, compressed blocks)", or "" for none. */
+static void feature_names(uint64_t incompat, char *out, size_t len)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} names[] = {
+		{KV_FEATURE_INCOMPAT_UNWRITTEN, "unwritten blocks"},
+		{KV_FEATURE_INCOMPAT_SHARED, "shared blocks"},
+		{KV_FEATURE_INCOMPAT_COMPRESSED, "compressed blocks"},
+	};
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (incompat & names[i].bit)
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : " (",
+					      names[i].name);
+	if (incompat & ~KV_FEATURE_INCOMPAT_KNOWN)
+		n += (size_t)snprintf(out + n, len - n, "%sunknown %#llx", n ? ", " : " (",
+				      (unsigned long long)(incompat & ~KV_FEATURE_INCOMPAT_KNOWN));
+	if (n)
+		snprintf(out + n, len - n, ")");
+}
+
+/* The blocks stored compressed: their data against their frames. */
+static void print_compressed(const struct counts *c)
+{
+	char b1[64], b2[64];
+
+	if (!c->zblocks) {
+		print_field("compressed:", "0 blocks");
+		return;
+	}
+	cli_format_bytes(c->zdata, b1, sizeof(b1));
+	cli_format_bytes(c->zframes, b2, sizeof(b2));
+	print_field("compressed:", "%llu blocks: %llu bytes of data (%s) in frames of %llu (%s), "
+		    "ratio %.2f", (unsigned long long)c->zblocks, (unsigned long long)c->zdata, b1,
+		    (unsigned long long)c->zframes, b2,
+		    c->zframes ? (double)c->zdata / (double)c->zframes : 0);
+}
+
+/* The data stored, and the ratios of the image to it. */
+static void print_stored(const struct kv_usage *u, const struct counts *c, uint64_t saved)
+{
+	uint64_t stored = c->block_bytes + c->inline_bytes + c->xattr_bytes;
+	uint64_t framed = stored - c->zdata + c->zframes; /* as the values hold it */
+	double image = (double)u->file_bytes;
+	char b1[64], b2[64];
+
+	cli_format_bytes(stored, b2, sizeof(b2));
+	print_field("data stored:", "%llu bytes (%s: file blocks %llu, inline %llu, xattrs %llu%s)",
+		    (unsigned long long)stored, b2, (unsigned long long)c->block_bytes,
+		    (unsigned long long)c->inline_bytes, (unsigned long long)c->xattr_bytes,
+		    c->zblocks ? "; a compressed block counts the data it holds" : "");
+	if (c->zblocks) {
+		cli_format_bytes(framed, b2, sizeof(b2));
+		print_field("as stored:", "%llu bytes (%s: data stored, a compressed block "
+			    "counting its frame instead)", (unsigned long long)framed, b2);
+	}
+	if (!stored) {
+		print_field("amplification:", "- (no data stored)");
+		return;
+	}
+	snprintf(b1, sizeof(b1), "; %.2f / data stored + sharing saves",
+		 image / ((double)stored + (double)saved));
+	snprintf(b2, sizeof(b2), "; %.2f / as stored", framed ? image / (double)framed : 0);
+	print_field("amplification:", "%.2f (image size / data stored%s%s)", image / (double)stored,
+		    saved ? b1 : "", c->zblocks ? b2 : "");
+}
+
 static void print_summary(struct dump *d, const struct kv_usage *u, const struct counts *c)
 {
 	const uint64_t *t = c->by_type;
-	uint64_t stored = c->block_bytes + c->inline_bytes + c->xattr_bytes, saved;
+	uint64_t saved;
 	struct kv_super s;
-	char buf[64], b2[64];
+	char buf[64], names[128];
 
 	kv_super_get(d->env, &s);
 	/* a borrowed block is whole (share.c invariant 2): a copy would store
@@ -525,13 +626,10 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	cli_format_time(s.created_ns, buf, sizeof(buf));
 	print_field("created:", "%s", buf);
 	print_field("inode counter:", "%llu", (unsigned long long)s.next_ino);
-	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx%s%s%s%s",
+	feature_names(s.feature_incompat, names, sizeof(names));
+	print_field("features:", "compat %#llx, ro_compat %#llx, incompat %#llx%s",
 		    (unsigned long long)s.feature_compat, (unsigned long long)s.feature_ro_compat,
-		    (unsigned long long)s.feature_incompat, s.feature_incompat ? " (" : "",
-		    s.feature_incompat & KV_FEATURE_INCOMPAT_UNWRITTEN ? "unwritten blocks" : "",
-		    s.feature_incompat == KV_FEATURE_INCOMPAT_KNOWN ? ", " : "",
-		    s.feature_incompat & KV_FEATURE_INCOMPAT_SHARED ? "shared blocks)"
-		    : s.feature_incompat ? ")" : "");
+		    (unsigned long long)s.feature_incompat, names);
 	print_field("mount defaults:", "%s", c->defaults[0] ? c->defaults : "(none)");
 	print_field("inodes:", "%llu (dir %llu, file %llu, symlink %llu, fifo %llu, chr %llu, "
 		    "blk %llu, sock %llu)", (unsigned long long)c->inodes,
@@ -543,6 +641,7 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 		    (unsigned long long)c->dirent_keys);
 	print_field("data blocks:", "%llu (%llu unwritten: fallocate's, read as zeros)",
 		    (unsigned long long)c->blocks, (unsigned long long)c->unwritten);
+	print_compressed(c);
 	print_field("extents:", "%llu (%llu blocks borrowed)", (unsigned long long)c->extents,
 		    (unsigned long long)c->borrowed);
 	print_field("blocks lent:", "%llu (distinct home blocks; homes: %llu)",
@@ -563,19 +662,7 @@ static void print_summary(struct dump *d, const struct kv_usage *u, const struct
 	cli_format_bytes(u->used_bytes, buf, sizeof(buf));
 	print_field("map used:", "%llu bytes (%s, pages of %u bytes)",
 		    (unsigned long long)u->used_bytes, buf, u->page_size);
-	cli_format_bytes(stored, b2, sizeof(b2));
-	print_field("data stored:", "%llu bytes (%s: file blocks %llu, inline %llu, xattrs %llu)",
-		    (unsigned long long)stored, b2, (unsigned long long)c->block_bytes,
-		    (unsigned long long)c->inline_bytes, (unsigned long long)c->xattr_bytes);
-	if (stored && saved)
-		print_field("amplification:", "%.2f (image size / data stored; %.2f / data "
-			    "stored + sharing saves)", (double)u->file_bytes / (double)stored,
-			    (double)u->file_bytes / ((double)stored + (double)saved));
-	else if (stored)
-		print_field("amplification:", "%.2f (image size / data stored)",
-			    (double)u->file_bytes / (double)stored);
-	else
-		print_field("amplification:", "- (no data stored)");
+	print_stored(u, c, saved);
 }
 
 int dump_summary(struct dump *d, const struct dump_args *a)
@@ -758,17 +845,25 @@ static int run(const struct dump_cmd *cmd, const char *image, const struct dump_
 		cli_error("%s", err);
 		return EXIT_OPERATIONAL;
 	}
+	d.zbuf = malloc(kv_block_size(d.env));
+	if (!d.zbuf) {
+		cli_error("out of memory");
+		code = EXIT_OPERATIONAL;
+		goto env_close;
+	}
 	if (cmd->flags & CMD_TXN) {
 		rc = kv_read_begin(d.env, &d.t);
 		if (rc) {
 			cli_error("'%s': %s", image, strerror(-rc));
-			kv_close(d.env);
-			return EXIT_OPERATIONAL;
+			code = EXIT_OPERATIONAL;
+			goto env_close;
 		}
 	}
 	code = cmd->run(&d, a);
 	if (d.t)
 		kv_read_end(d.t);
+env_close:
+	free(d.zbuf);
 	kv_close(d.env);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		cli_error("cannot write the output: %s", strerror(errno));

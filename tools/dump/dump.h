@@ -25,6 +25,7 @@ struct dump {
 	const char *image;
 	kv_env *env;
 	kv_txn *t; /* the command's read transaction, when it has one */
+	void *zbuf; /* a block's bytes, a compressed one's unpacked (dump_block) */
 	unsigned errors;
 	struct progress prog; /* export and backup draw it; erased before messages */
 };
@@ -65,6 +66,12 @@ const char *dump_type_name(uint32_t mode);
  * records walked in key order (by first block lent): *end is the end of
  * the blocks they named so far (0 before the home's first record). */
 uint64_t dump_lent_blocks(uint64_t *end, const struct kv_extent *b);
+/* The data bytes of block value v (vl bytes) of (ino, idx), as
+ * cli_block_data gives them (a compressed block's unpacked into d->zbuf,
+ * valid until the next call): 0 plain, 1 compressed, -EIO (bad length or
+ * checksum), -EBADMSG (a frame that does not decompress), -ENOMEM. */
+int dump_block(struct dump *d, uint64_t ino, uint64_t idx, const void *v, size_t vl,
+	       const void **data, size_t *len);
 /* A name that can be created in a directory: 1-255 bytes, no '/' or NUL,
  * not "." or "..". */
 int dump_name_ok(const char *name, size_t len);

@@ -97,29 +97,36 @@ struct data_walk {
 };
 
 /* One block of the file, stored under (home, hidx): its own key, or its
- * extent's home (v NULL: not there). To fn, clipped to the size; WALK_DONE
- * at a block wholly past it. */
+ * extent's home (v NULL: not there). To fn, clipped to the size, a
+ * compressed block's bytes unpacked; WALK_DONE at a block wholly past it. */
 static int data_block(struct data_walk *w, uint64_t idx, uint64_t home, uint64_t hidx,
 		      const void *v, size_t vl)
 {
 	struct export *x = w->x;
 	const uint64_t bs = kv_block_size(x->d->env), size = w->e->in->size;
+	const void *data = v;
 	uint64_t off;
-	size_t len;
+	size_t len = 0;
+	int rc;
 
 	if (idx >= size / bs + 1 || idx * bs >= size)
 		return WALK_DONE; /* no stored byte lies past the size (FORMAT.md) */
 	if ((w->flags & XDATA_COUNT) && (++x->blocks & 63) == 0)
 		export_progress(x);
-	if (!v || kv_check_block(x->d->env, home, hidx, v, vl, &len) ||
-	    (len == 0 && home != w->e->in->ino)) {
-		const char *why = !v ? "is missing" : len ? "fails its checksum" : "is unwritten";
+	rc = v ? dump_block(x->d, home, hidx, v, vl, &data, &len) : -ENOENT;
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0 || (len == 0 && home != w->e->in->ino)) {
+		const char *why = rc == -ENOENT    ? "is missing"
+				  : rc == -EBADMSG ? "does not decompress"
+				  : rc             ? "fails its checksum"
+						   : "is unwritten";
 
 		if (!(w->flags & XDATA_REPORT))
 			return 0;
 		if (home == w->e->in->ino)
-			export_error(x, w->e, "block %llu fails its checksum; exported as zeros",
-				     (unsigned long long)idx);
+			export_error(x, w->e, "block %llu %s; exported as zeros",
+				     (unsigned long long)idx, why);
 		else /* a borrowed block (share.c invariant 2: its home's, whole) */
 			export_error(x, w->e, "block %llu: its home, inode %llu block %llu, %s; "
 				     "exported as zeros", (unsigned long long)idx,
@@ -131,7 +138,7 @@ static int data_block(struct data_walk *w, uint64_t idx, uint64_t home, uint64_t
 	off = idx * bs;
 	if (len > size - off)
 		len = (size_t)(size - off);
-	return w->fn(w->arg, off, v, len);
+	return w->fn(w->arg, off, data, len);
 }
 
 /* The file's next extent into w->next (count 0: no more). A malformed

@@ -84,10 +84,11 @@ typedef int (*export_data_fn)(void *arg, uint64_t off, const void *data, size_t 
 #define XDATA_COUNT 2u
 /* Call fn for each block of a regular file that holds bytes, in order,
  * clipped to the file's size: its own stored blocks and the blocks it
- * borrows (extent records), read from their homes as the daemon reads them.
- * A block failing its checksum, or a borrowed one whose home block is
- * missing, is skipped: it reads as zeros. Returns 0, fn's nonzero result,
- * or an error reading the image. */
+ * borrows (extent records), read from their homes as the daemon reads them,
+ * a compressed block's bytes unpacked (valid until fn returns). A block
+ * failing its checksum or whose frame does not decompress, or a borrowed
+ * one whose home block is missing, is skipped: it reads as zeros. Returns
+ * 0, fn's nonzero result, or an error reading the image. */
 int export_data(struct export *x, const struct xent *e, unsigned flags, export_data_fn fn,
 		void *arg);
 /* Redraw the progress line if it is due. */

@@ -8,18 +8,22 @@
  *          inodes with several names; SIZE is MAJOR:MINOR for devices and
  *          the number of entries for directories. Entries sorted by name.
  *   inode: "FIELD: VALUE" lines (flags by name too), then "name:",
- *          "block:", "extent:" (blocks a-b from inode H blocks c-d: borrowed),
- *          "lent:" (blocks c-d to inode N, its blocks a-b) and "xattr:" lines
- *          and their counts. A deleted inode that still stores blocks it
- *          lent (kv/share.c invariant 4) shows its blocks and lend records
- *          by number. An xattr's value is quoted (its first 256
- *          bytes, escaped); a POSIX ACL's is its short text form instead,
- *          unquoted ("user::rw-,user:1000:r--,group::r--,mask::r--,
- *          other::r--", ids as numbers: the image's, not this host's).
+ *          "block:" (IDX length DATA ok, then ", compressed N bytes" for a
+ *          block stored as a zstd frame of N bytes, which is unpacked to
+ *          check it), "extent:" (blocks a-b from inode H blocks c-d:
+ *          borrowed), "lent:" (blocks c-d to inode N, its blocks a-b) and
+ *          "xattr:" lines and their counts. A deleted inode that still
+ *          stores blocks it lent (kv/share.c invariant 4) shows its blocks
+ *          and lend records by number. An xattr's value is quoted (its
+ *          first 256 bytes, escaped); a POSIX ACL's is its short text form
+ *          instead, unquoted ("user::rw-,user:1000:r--,group::r--,
+ *          mask::r--,other::r--", ids as numbers: the image's, not this
+ *          host's).
  *   keys:  decoded, one line per record (per entry for dirent lists), the
  *          key's fields first (extent: INO FIRST home HOME HFIRST count N;
- *          lend: HOME HFIRST borrower INO FIRST count N); with --hex
- *          "KEYHEX VALUEHEX" ("-": empty).
+ *          lend: HOME HFIRST borrower INO FIRST count N; data: INO IDX
+ *          length DATA ok, and "compressed N" for a frame of N bytes); with
+ *          --hex "KEYHEX VALUEHEX" ("-": empty).
  *
  * Invariants:
  *  1. The tree walk never follows a directory already on the current path,
@@ -273,18 +277,24 @@ static int block_record(void *arg, const void *k, size_t kl, const void *v, size
 	struct kv_key key;
 	int malformed = kv_key_decode(KV_DB_DATA, k, kl, &key);
 	uint64_t idx = malformed ? UINT64_MAX : key.idx;
+	const void *data;
 	size_t len;
+	int rc;
 
 	w->count++;
-	if (kv_check_block(w->d->env, ino, idx, v, vl, &len) || malformed) {
+	rc = dump_block(w->d, ino, idx, v, vl, &data, &len);
+	if (rc < 0 || malformed) {
 		w->bad++;
 		printf("block:          %llu length %zu BAD\n", (unsigned long long)idx, len);
-		dump_error(w->d, "inode %llu block %llu: bad length or checksum",
-			   (unsigned long long)ino, (unsigned long long)idx);
+		dump_error(w->d, "inode %llu block %llu: %s", (unsigned long long)ino,
+			   (unsigned long long)idx, rc == -EBADMSG
+			   ? "its compressed bytes do not decompress" : "bad length or checksum");
 		return 0;
 	}
-	printf("block:          %llu length %zu ok%s\n", (unsigned long long)idx, len,
-	       len == 0 ? " (unwritten: fallocate's, reads as zeros)"
+	printf("block:          %llu length %zu ok", (unsigned long long)idx, len);
+	if (rc == 1) /* the data's length above, the frame's here */
+		printf(", compressed %zu bytes", kv_block_len(vl));
+	printf("%s\n", len == 0 ? " (unwritten: fallocate's, reads as zeros)"
 	       : idx * bs + len > w->in->size ? " (past the end of the file)" : "");
 	return 0;
 }
@@ -644,24 +654,29 @@ static void key_dirent(struct dump *d, const void *k, size_t kl, const void *v, 
 static void key_data(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
 {
 	unsigned long long ino, idx;
+	const void *data;
 	struct kv_key key;
 	size_t len = 0;
 	int rc = kv_key_decode(KV_DB_DATA, k, kl, &key);
 
 	if (rc == 0)
-		rc = kv_check_block(d->env, key.ino, key.idx, v, vl, &len);
-	if (rc && len == 0) { /* a key, or a value too short for its checksum */
+		rc = dump_block(d, key.ino, key.idx, v, vl, &data, &len);
+	if (rc < 0 && len == 0) { /* a key, or a value too short for its checksum */
 		malformed(d, KV_DB_DATA, k, kl, vl);
 		return;
 	}
 	ino = key.ino;
 	idx = key.idx;
-	if (rc == 0) {
-		printf("%llu %llu length %zu ok\n", ino, idx, len);
+	if (rc >= 0) {
+		printf("%llu %llu length %zu ok", ino, idx, len);
+		if (rc == 1)
+			printf(" compressed %zu", kv_block_len(vl));
+		putchar('\n');
 		return;
 	}
 	printf("%llu %llu length %zu BAD\n", ino, idx, len);
-	dump_error(d, "inode %llu block %llu: bad length or checksum", ino, idx);
+	dump_error(d, "inode %llu block %llu: %s", ino, idx, rc == -EBADMSG
+		   ? "its compressed bytes do not decompress" : "bad length or checksum");
 }
 
 static void key_xattr(struct dump *d, const void *k, size_t kl, const void *v, size_t vl)
