@@ -20,6 +20,9 @@
  *   block T IDX LEN        store a block of LEN bytes with a valid checksum
  *   block-raw T IDX LEN    store LEN raw bytes as a block (no valid checksum)
  *   flip T IDX             flip a bit of a block's data
+ *   zcut T IDX             cut a compressed block's frame 3 bytes short and
+ *                          checksum it anew (kv_block_zcsum): it verifies,
+ *                          but does not decompress
  *   xattr T NAME LEN       store an xattr of LEN bytes (NAME may hold \xHH)
  *   acl T NAME TEXT        store an xattr whose value is the ACL in short
  *                          text ("u::rw,u:5:r,g::r,m::r,o::-", tu_acl_of)
@@ -303,6 +306,30 @@ static void cmd_block(uint64_t ino, uint64_t idx, size_t len, int valid, int fli
 	put(KV_DB_DATA, key, 16, buf, len);
 }
 
+/* The first bytes of a zstd frame (zstd.h's ZSTD_MAGICNUMBER, little-endian). */
+#define ZSTD_MAGIC 0xFD2FB528U
+
+static void cmd_zcut(uint64_t ino, uint64_t idx)
+{
+	unsigned char key[16], buf[KV_BLOCK_SIZE_MAX + KV_CSUM_LEN];
+	size_t len;
+	MDB_val v;
+
+	kv_put_be64(key, ino);
+	kv_put_be64(key + 8, idx);
+	if (get(KV_DB_DATA, key, 16, &v))
+		die("no such block of '%s'", "target");
+	len = v.mv_size > KV_CSUM_LEN ? v.mv_size - KV_CSUM_LEN : 0;
+	if (len < 16 || kv_get_le32(v.mv_data) != ZSTD_MAGIC ||
+	    kv_block_zcsum(ino, idx, v.mv_data, len) !=
+		    kv_get_le64((unsigned char *)v.mv_data + len))
+		die("block is not stored compressed%s", "");
+	len -= 3;
+	memcpy(buf, v.mv_data, len);
+	kv_put_le64(buf + len, kv_block_zcsum(ino, idx, buf, len));
+	put(KV_DB_DATA, key, 16, buf, len + KV_CSUM_LEN);
+}
+
 static void cmd_xattr(uint64_t ino, const char *name, const void *val, size_t len)
 {
 	unsigned char key[8 + 1024];
@@ -527,6 +554,9 @@ static void change(const char *cmd, int argc, char **argv)
 	} else if (!strcmp(cmd, "flip")) {
 		NEED(2);
 		cmd_block(resolve(argv[0]), num(argv[1]), 0, 0, 1);
+	} else if (!strcmp(cmd, "zcut")) {
+		NEED(2);
+		cmd_zcut(resolve(argv[0]), num(argv[1]));
 	} else if (!strcmp(cmd, "xattr")) {
 		size_t len;
 		unsigned char *val;

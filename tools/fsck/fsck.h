@@ -130,6 +130,7 @@ enum fsck_pr {
 	PR_BLOCK_TAIL,
 	PR_BLOCK_BAD_LEN,
 	PR_BLOCK_CSUM,
+	PR_BLOCK_FRAME,
 	PR_NBLOCKS,
 	PR_EXTENT_BAD_KEY,
 	PR_EXTENT_BAD,
@@ -146,6 +147,7 @@ enum fsck_pr {
 	PR_HOME_FLAG,
 	PR_BORROW_LOST,
 	PR_SHARED_FLAG,
+	PR_COMPRESSED_FLAG,
 	PR_XATTR_BAD_KEY,
 	PR_XATTR_BAD_NAME,
 	PR_XATTR_OLD_NAME,
@@ -292,6 +294,8 @@ struct fsck {
 	uint64_t n_inodes, n_dirs, n_files, n_blocks, n_bytes, n_dirents, n_xattrs, n_orphans;
 	uint64_t n_shared;   /* stored blocks some extent names */
 	uint64_t n_borrowed; /* blocks files borrow (each saves a block's copy) */
+	uint64_t n_zblocks;  /* sound blocks stored compressed */
+	uint64_t n_zdata, n_zframes; /* their data bytes, and their frames' */
 
 	struct fshare *share; /* pass 5's model of the shared blocks (share.c) */
 
@@ -394,6 +398,10 @@ struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr);
  * (invariant 2). 0, or -ENOMEM. */
 int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, struct fino *fi,
 		   unsigned mask, uint64_t val);
+/* count records need the incompatible feature bit, and the superblock
+ * (fsck_super) lacks it: report problem code (count as num) and, if the
+ * mode allows, queue setting it. 0, or -ENOMEM. */
+int fsck_fix_feature(struct fsck *f, enum fsck_pr code, uint64_t count, uint64_t bit);
 /* Attach problem pr to repair x as well. */
 void fsck_attach(struct fsck *f, struct pend *pr, struct fix *x);
 /* Queue the deletion of one raw record. */
@@ -448,6 +456,8 @@ enum fsck_bstate {
 	BS_UNWRITTEN, /* fallocate's: no bytes */
 	BS_BAD_LEN,   /* damaged: no valid length */
 	BS_CSUM,      /* damaged: fails its checksum */
+	BS_FRAME,     /* damaged: compressed, its checksum holds, but its frame does
+	                 not decompress to its length */
 };
 /* Before the data walk: read the extent and lend records, check them
  * against each other, their borrowers (and the borrowers' own blocks) and

@@ -6,12 +6,15 @@
  * Per block: a well-formed key; an owner that exists and is a regular file;
  * a place below the file's size (a block wholly past it is dropped, one
  * that straddles it is trimmed at it, as truncate would have); a length of
- * 1 to the block size, or 0 for an unwritten block; its checksum. Every
- * record of no bytes is counted, for pass 7, as the image counts them. A
- * damaged block is dropped, the file keeping a hole there; the problem
- * names the inode, the block and its offset. Per inode, once its blocks
- * are known: nblocks equals the blocks that stay stored (every inode, also
- * those with no block at all), and those it borrows.
+ * 1 to the block size, or 0 for an unwritten block; its checksum, and for
+ * a block stored compressed (docs/FORMAT.md) a frame that decompresses to
+ * its data length, which is what the size is checked against. Every record
+ * of no bytes is counted, for pass 7, as the image counts them. A damaged
+ * block is dropped, the file keeping a hole there; the problem names the
+ * inode, the block and its offset. Per inode, once its blocks are known:
+ * nblocks equals the blocks that stay stored (every inode, also those with
+ * no block at all), and those it borrows. Once all are known: the
+ * superblock says it holds compressed blocks if it does.
  *
  * Shared blocks (share.c) are checked before the walk and in step with it:
  * a block that extents name (lent) is kept when its inode is missing (a
@@ -29,7 +32,11 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "fsck.h"
+
+/* A compressed block's data, unpacked to check it (fsck runs one thread). */
+static unsigned char zbuf[KV_BLOCK_SIZE_MAX];
 
 static int check_count(struct fsck *f, struct fino *fi, uint64_t counted)
 {
@@ -51,18 +58,40 @@ static int drop(struct fsck *f, enum fsck_pr code, struct pctx *p, const struct 
 	return fsck_fix_del(f, KV_DB_DATA, r->k, r->kl, p->ino, pr) ? -ENOMEM : 1;
 }
 
-/* How the record r of inode ino stands (its data bytes into *len). */
-static enum fsck_bstate block_state(struct fsck *f, uint64_t ino, const struct fsck_rec *r,
-				    size_t *len)
+/* How the record r of inode ino stands (its data bytes into *len: a
+ * compressed block's once unpacked). -ENOMEM. */
+static int block_state(struct fsck *f, uint64_t ino, const struct fsck_rec *r, size_t *len)
 {
+	const void *data;
+	int rc;
+
 	*len = kv_block_len(r->vl);
 	if ((*len == 0 && r->vl != KV_BLOCK_UNWRITTEN_LEN) || *len > f->bs)
 		return BS_BAD_LEN;
-	if (kv_check_block(f->env, ino, r->key.idx, r->v, r->vl, len) != 0)
-		return BS_CSUM;
+	rc = cli_block_data(f->env, ino, r->key.idx, r->v, r->vl, zbuf, &data, len);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0)
+		return rc == -EBADMSG ? BS_FRAME : BS_CSUM;
+	if (rc == 1) {
+		f->n_zblocks++;
+		f->n_zdata += *len;
+		f->n_zframes += kv_block_len(r->vl);
+	}
 	if (*len == 0)
 		return BS_UNWRITTEN;
 	return *len == f->bs ? BS_GOOD : BS_SHORT;
+}
+
+/* The problem of a damaged block in state st; 0 for a sound one. */
+static enum fsck_pr damage(enum fsck_bstate st)
+{
+	switch (st) {
+	case BS_BAD_LEN: return PR_BLOCK_BAD_LEN;
+	case BS_CSUM: return PR_BLOCK_CSUM;
+	case BS_FRAME: return PR_BLOCK_FRAME;
+	default: return 0;
+	}
 }
 
 /* Report problem code for lent block idx of fi at offset off, and with the
@@ -93,6 +122,7 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 	uint64_t idx = r->key.idx;
 	struct pctx p = {.ino = fi->ino, .num = idx, .str = fsck_type_name(fi->mode)};
 	uint64_t off = idx <= UINT64_MAX / f->bs ? idx * f->bs : UINT64_MAX;
+	enum fsck_pr bad = damage(st);
 	struct pend *pr;
 	struct fix *x;
 
@@ -103,8 +133,8 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 		 * only its damage is its own (dropping it else could lose what
 		 * a borrower reads of a short block) */
 		p.num2 = off;
-		if (st == BS_BAD_LEN || st == BS_CSUM)
-			return drop(f, st == BS_CSUM ? PR_BLOCK_CSUM : PR_BLOCK_BAD_LEN, &p, r);
+		if (bad)
+			return drop(f, bad, &p, r);
 		f->n_bytes += len;
 		return 0;
 	}
@@ -117,10 +147,8 @@ static int check_block(struct fsck *f, struct fino *fi, const struct fsck_rec *r
 		return lent ? give_away(f, PR_BLOCK_PAST_EOF, &p, fi, off)
 			    : drop(f, PR_BLOCK_PAST_EOF, &p, r);
 	p.num2 = off;
-	if (st == BS_BAD_LEN)
-		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
-	if (st == BS_CSUM)
-		return drop(f, PR_BLOCK_CSUM, &p, r);
+	if (bad)
+		return drop(f, bad, &p, r);
 	if (len == 0)
 		return 0; /* unwritten (fallocate's): no bytes */
 	f->n_bytes += len;
@@ -157,10 +185,8 @@ static int ghost_block(struct fsck *f, const struct fsck_rec *r, enum fsck_bstat
 	}
 	if (ino > f->max_key)
 		f->max_key = ino;
-	if (st == BS_BAD_LEN)
-		return drop(f, PR_BLOCK_BAD_LEN, &p, r);
-	if (st == BS_CSUM)
-		return drop(f, PR_BLOCK_CSUM, &p, r);
+	if (damage(st))
+		return drop(f, damage(st), &p, r);
 	f->n_bytes += len;
 	return 0;
 }
@@ -188,10 +214,9 @@ static int block_record(struct fsck_walk *w, const struct fsck_rec *r)
 	struct fsck *f = w->f;
 	uint64_t *counted = w->arg; /* blocks kept of the inode at w->ci */
 	uint64_t ino = r->key.ino;
-	enum fsck_bstate st;
 	struct fino *fi;
 	size_t len;
-	int rc, lent;
+	int rc, lent, st;
 
 	if ((rc = settle_counts(w, counted, ino, 0)) != 0)
 		return rc;
@@ -201,6 +226,8 @@ static int block_record(struct fsck_walk *w, const struct fsck_rec *r)
 	f->n_unwritten += r->vl == KV_BLOCK_UNWRITTEN_LEN;
 	fi = fsck_merge(w, ino);
 	st = block_state(f, ino, r, &len);
+	if (st < 0)
+		return st;
 	/* the extents that name it first: whether it stays lent decides what
 	 * becomes of it */
 	lent = fsck_share_block(f, ino, r->key.idx, st, len);
@@ -232,11 +259,18 @@ int fsck_pass5(struct fsck *f)
 		rc = fsck_walk(&w, KV_DB_DATA, PR_BLOCK_BAD_KEY, block_record);
 	if (!rc) /* the inodes past the last block */
 		rc = settle_counts(&w, &counted, 0, 1);
-	fsck_info(f, "  %llu blocks (%llu unwritten), %llu bytes verified",
+	fsck_info(f, "  %llu blocks (%llu unwritten, %llu compressed: %llu bytes of data in "
+		  "frames of %llu, ratio %.2f), %llu bytes verified",
 		  (unsigned long long)f->n_blocks, (unsigned long long)f->n_unwritten,
+		  (unsigned long long)f->n_zblocks, (unsigned long long)f->n_zdata,
+		  (unsigned long long)f->n_zframes,
+		  f->n_zframes ? (double)f->n_zdata / (double)f->n_zframes : 0,
 		  (unsigned long long)f->n_bytes);
 	if (!rc)
 		rc = fsck_share_end(f);
+	if (!rc) /* kvfs sets its bit with the first compressed block */
+		rc = fsck_fix_feature(f, PR_COMPRESSED_FLAG, f->n_zblocks,
+				      KV_FEATURE_INCOMPAT_COMPRESSED);
 	fsck_share_free(f);
 	return rc;
 }

@@ -14,11 +14,13 @@
  * records of shared blocks where the repair keeps every byte a read returns
  * (share.c: the half of a pair that is missing, an extent of a missing
  * inode, past its file's size or under the file's own blocks, the flags of
- * files that lend or borrow, the superblock's feature bit).
+ * files that lend or borrow, the superblock's feature bit); the feature
+ * bit of compressed blocks.
  * Everything that drops or moves a name, drops data a user could read,
  * changes who may do what, or clears an inode needs -y: dropping dirents,
- * moving inodes to /lost+found, dropping damaged blocks and the borrowed
- * blocks whose home block is lost (or extents no read agrees on), clearing
+ * moving inodes to /lost+found, dropping damaged blocks (a compressed one
+ * whose frame does not decompress among them) and the borrowed blocks
+ * whose home block is lost (or extents no read agrees on), clearing
  * damaged inodes, dropping malformed records and damaged ACLs (e2fsck
  * clears a damaged ACL too; without it the mode rules, whose group bits
  * were the mask, so the owning group may gain what its own entry did not
@@ -146,6 +148,9 @@ static const struct {
 		"Drop it, leaving a hole"},
 	[PR_BLOCK_CSUM] = {"block_csum", 5, 0,
 		"inode %i: block %n at offset %m fails its checksum", "Drop it, leaving a hole"},
+	[PR_BLOCK_FRAME] = {"block_frame", 5, 0,
+		"inode %i: block %n at offset %m is compressed and does not decompress (its "
+		"checksum holds)", "Drop it, leaving a hole"},
 	[PR_NBLOCKS] = {"nblocks", 5, PF_PREEN,
 		"inode %i: block count is %n, %m blocks stored", "Fix"},
 	[PR_EXTENT_BAD_KEY] = {"extent_bad_key", 5, 0,
@@ -188,6 +193,9 @@ static const struct {
 	[PR_SHARED_FLAG] = {"shared_flag", 5, PF_PREEN,
 		"%n extents stored, but the superblock does not say it holds any (kvfs would "
 		"read their blocks as holes)", "Set its feature bit"},
+	[PR_COMPRESSED_FLAG] = {"compressed_flag", 5, PF_PREEN,
+		"%n compressed blocks stored, but the superblock does not say it holds any (a "
+		"kvfs that does not know them would call them damaged)", "Set its feature bit"},
 	[PR_XATTR_BAD_KEY] = {"xattr_bad_key", 6, 0,
 		"xattr database: a record with a malformed key (%n bytes)", "Drop it"},
 	[PR_XATTR_BAD_NAME] = {"xattr_bad_name", 6, 0,
@@ -447,14 +455,18 @@ void fsck_out_end(struct fsck *f, double secs, const char *error)
 		printf("%s],\n \"counts\": {\"inodes\": %llu, \"directories\": %llu, "
 		       "\"files\": %llu, \"blocks\": %llu, \"bytes\": %llu, \"dirents\": %llu, "
 		       "\"xattrs\": %llu, \"orphans\": %llu, \"shared_blocks\": %llu, "
-		       "\"borrowed_blocks\": %llu, \"saved_bytes\": %llu},\n",
+		       "\"borrowed_blocks\": %llu, \"saved_bytes\": %llu, "
+		       "\"compressed_blocks\": %llu, \"compressed_data_bytes\": %llu, "
+		       "\"compressed_frame_bytes\": %llu},\n",
 		       f->json_first ? "" : "\n", (unsigned long long)f->n_inodes,
 		       (unsigned long long)f->n_dirs, (unsigned long long)f->n_files,
 		       (unsigned long long)f->n_blocks, (unsigned long long)f->n_bytes,
 		       (unsigned long long)f->n_dirents, (unsigned long long)f->n_xattrs,
 		       (unsigned long long)f->n_orphans, (unsigned long long)f->n_shared,
 		       (unsigned long long)f->n_borrowed,
-		       (unsigned long long)(f->n_borrowed * f->bs));
+		       (unsigned long long)(f->n_borrowed * f->bs),
+		       (unsigned long long)f->n_zblocks, (unsigned long long)f->n_zdata,
+		       (unsigned long long)f->n_zframes);
 		printf(" \"found\": %llu, \"fixed\": %llu, \"left\": %llu, \"notes\": %llu, "
 		       "\"seconds\": %.3f, ",
 		       (unsigned long long)f->found, (unsigned long long)f->fixed,
@@ -474,6 +486,9 @@ void fsck_out_end(struct fsck *f, double secs, const char *error)
 	printf("%s: %llu inodes, %llu directories, %llu blocks (%s) checked in %.2f s", f->image,
 	       (unsigned long long)f->n_inodes, (unsigned long long)f->n_dirs,
 	       (unsigned long long)f->n_blocks, bytes, secs);
+	if (f->n_zblocks)
+		printf("; %llu compressed (ratio %.2f)", (unsigned long long)f->n_zblocks,
+		       f->n_zframes ? (double)f->n_zdata / (double)f->n_zframes : 0);
 	if (f->n_borrowed) {
 		cli_format_bytes(f->n_borrowed * f->bs, bytes, sizeof(bytes));
 		printf("; %llu blocks borrowed from %llu shared (%s saved)",

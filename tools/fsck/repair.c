@@ -131,6 +131,24 @@ struct fix *fsck_fix_set(struct fsck *f, uint64_t ino, struct pend *pr)
 	return fsck_fix(f, FX_INODE_SET, ino, pr);
 }
 
+int fsck_fix_feature(struct fsck *f, enum fsck_pr code, uint64_t count, uint64_t bit)
+{
+	struct kv_super sb;
+	struct pend *pr;
+	struct fix *x;
+
+	fsck_super(f, &sb);
+	if (!count || (sb.feature_incompat & bit))
+		return 0;
+	pr = fsck_problem(f, code, &(struct pctx){.num = count});
+	if (!pr)
+		return 0;
+	if (!(x = fsck_fix(f, FX_FEATURE, 0, pr)))
+		return -ENOMEM;
+	x->u.next = bit;
+	return 0;
+}
+
 int fsck_fix_field(struct fsck *f, enum fsck_pr code, const struct pctx *p, struct fino *fi,
 		   unsigned mask, uint64_t val)
 {

@@ -711,7 +711,8 @@ int fsck_share_block(struct fsck *f, uint64_t ino, uint64_t idx, enum fsck_bstat
 		     size_t len)
 {
 	static const uint8_t why_of[] = {[BS_UNWRITTEN] = WHY_UNWRITTEN,
-					 [BS_BAD_LEN] = WHY_DAMAGED, [BS_CSUM] = WHY_DAMAGED};
+					 [BS_BAD_LEN] = WHY_DAMAGED, [BS_CSUM] = WHY_DAMAGED,
+					 [BS_FRAME] = WHY_DAMAGED};
 	struct fshare *s = f->share;
 	int usable = st == BS_GOOD || st == BS_SHORT, rc, n = 0, lent = 0;
 	int lose = !usable && fsck_repairs(f, PR_BORROW_LOST);
@@ -773,21 +774,7 @@ int fsck_share_own(struct fsck *f, const struct fino *fi, uint64_t own)
 /* The superblock must say it holds extents, or kvfs reads none of them. */
 static int check_feature(struct fsck *f)
 {
-	struct fshare *s = f->share;
-	struct kv_super sb;
-	struct pend *pr;
-	struct fix *x;
-
-	fsck_super(f, &sb);
-	if (!s->nkept || (sb.feature_incompat & KV_FEATURE_INCOMPAT_SHARED))
-		return 0;
-	pr = fsck_problem(f, PR_SHARED_FLAG, &(struct pctx){.num = s->nkept});
-	if (!pr)
-		return 0;
-	if (!(x = fsck_fix(f, FX_FEATURE, 0, pr)))
-		return -ENOMEM;
-	x->u.next = KV_FEATURE_INCOMPAT_SHARED;
-	return 0;
+	return fsck_fix_feature(f, PR_SHARED_FLAG, f->share->nkept, KV_FEATURE_INCOMPAT_SHARED);
 }
 
 int fsck_share_end(struct fsck *f)
