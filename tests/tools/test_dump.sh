@@ -3,13 +3,16 @@
 # keys give the expected lines), its usage errors (exit 16, checked before
 # IMAGE is opened), damage (reported, exit 8, the walk goes on, nothing
 # written outside DEST) and garbage images (exit 8, never a crash); shared
-# blocks (shown, exported as the files read, damage to them named) and a
-# version 1 image (read as it is, not upgraded).
+# blocks (shown, exported as the files read, damage to them named), a
+# version 1 image (read as it is, not upgraded), and compressed blocks
+# (counted, shown with their frames, exported as the files read, borrowed
+# ones too; a frame that does not decompress named).
 #
-# Arguments: MKFS DUMP (the binaries under test).
+# Arguments: MKFS DUMP FSCK_BREAK (the binaries under test).
 set -u
 MKFS=$1
 DUMP=$2
+BRK=$3
 T=$(mktemp -d /tmp/kvfs-dump.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_tree.sh"
@@ -472,5 +475,82 @@ check "version 1: backup" exit_is 0 "$DUMP" "$T/v1.img" backup "$T/v1.backup"
 check "version 1: the backup is version 1 too" exit_is 0 "$DUMP" "$T/v1.backup" summary
 check "version 1: the backup says so" has "format version: 1" "$T/out"
 check "version 1: the image not upgraded (unchanged)" cmp "$T/v1.orig" "$T/v1.img"
+
+# ---- compressed blocks: the known tree made with -O compress (blocks of
+# 4072 kept): a.txt's three blocks of A are compressed, the 1-byte file's
+# block is not (no room saved). The figures: data counts a compressed
+# block's data, "as stored" its frame.
+"$MKFS" -q -O compress -b 4072 -L known -d "$K" "$T/z.img" ||
+	{ echo "FAIL: mkfs -O compress"; exit 1; }
+check "compressed: summary" exit_is 0 "$DUMP" "$T/z.img" summary
+cp "$T/out" "$T/zsummary"
+stored="data stored:    10018 bytes (9.8 KiB: file blocks 10001, inline 8, xattrs 9;"
+for want in "features:       compat 0, ro_compat 0, incompat 0x4 (compressed blocks)" \
+	"mount defaults: compress=zstd:3" \
+	"data blocks:    4 (0 unwritten: fallocate's, read as zeros)" \
+	"$stored a compressed block counts the data it holds)"; do
+	check "compressed: summary '$want'" has "$want" "$T/zsummary"
+done
+zline='^compressed:     3 blocks: 10000 bytes of data (9.8 KiB) in frames of \([0-9]*\) '
+frames=$(sed -n "s/$zline(.*), ratio \([0-9.]*\)\$/\1 \2/p" "$T/zsummary")
+read -r zf ratio <<<"$frames"
+check "compressed: 3 blocks, 10000 bytes of data in frames of ${zf:-?}" [ -n "$zf" ] &&
+	[ "$zf" -gt 0 ] && [ "$zf" -lt 1000 ]
+check "compressed: the ratio, data / frames ($ratio)" \
+	[ "$ratio" = "$(awk -v f="${zf:-1}" 'BEGIN { printf "%.2f", 10000 / f }')" ]
+check "compressed: as stored, frames instead of data" \
+	grep -q "^as stored:      $((18 + ${zf:-0})) bytes (" "$T/zsummary"
+check "compressed: both ratios" grep -q \
+	"^amplification:  [0-9.]* (image size / data stored; [0-9.]* / as stored)$" "$T/zsummary"
+check "compressed: the summary of a plain image says none" \
+	has "compressed:     0 blocks" "$T/summary"
+check "compressed: keys data" exit_is 0 "$DUMP" "$T/z.img" keys data
+check "compressed: keys data, data and frame lengths" \
+	grep -Eq "^2 0 length 4072 ok compressed [0-9]+$" "$T/out"
+check "compressed: keys data, the short block plain" grep -qx "6 0 length 1 ok" "$T/out"
+check "compressed: inode" exit_is 0 "$DUMP" "$T/z.img" inode /a.txt
+check "compressed: inode, each block" \
+	[ "$(grep -Ec "^block:          [0-2] length (4072|1856) ok, compressed [0-9]+ bytes$" \
+	"$T/out")" -eq 3 ]
+check "compressed: inode, all good" has "blocks:         3 (0 bad)" "$T/out"
+check "compressed: export" exit_is 0 "$DUMP" "$T/z.img" export "$T/z.d"
+check "compressed: export is byte-identical" diff -r --no-dereference -x fifo "$K" "$T/z.d"
+check "compressed: tar export" exit_is 0 "$DUMP" "$T/z.img" export "$T/z.tar"
+mkdir "$T/z.t"
+check "compressed: tar extracts" tar -C "$T/z.t" -xf "$T/z.tar"
+check "compressed: tar export is byte-identical" diff -r --no-dereference -x fifo "$K" "$T/z.t"
+# blocks borrowed from a compressed home, as the share above
+cp "$T/z.img" "$T/zshare.img"
+share_py "$T/zshare.img" </dev/null
+check "compressed share: features" exit_is 0 "$DUMP" "$T/zshare.img" summary
+check "compressed share: both bits named" has \
+	"features:       compat 0, ro_compat 0, incompat 0x6 (shared blocks, compressed blocks)" \
+	"$T/out"
+{ printf z; head -c 4071 /dev/zero; head -c 8144 "$K/a.txt"; } >"$T/share.want"
+check "compressed share: export" exit_is 0 "$DUMP" "$T/zshare.img" export "$T/zshare.d"
+check "compressed share: the borrowed blocks unpacked" \
+	cmp "$T/share.want" "$T/zshare.d/new"$'\n'"line"
+check "compressed share: tar export" exit_is 0 "$DUMP" "$T/zshare.img" export "$T/zshare.tar"
+check "compressed share: ... the borrowed blocks unpacked" \
+	cmp "$T/share.want" <(tar -xOf "$T/zshare.tar" ./new$'\n'line)
+# a frame cut short under a valid checksum: it verifies, does not decompress
+cp "$T/z.img" "$T/zbad.img"
+check "compressed damage: zcut" "$BRK" "$T/zbad.img" zcut /a.txt 1
+check "compressed damage: inode exit 8" exit_is 8 "$DUMP" "$T/zbad.img" inode /a.txt
+check "compressed damage: the BAD block" has "block:          1 length 4072 BAD" "$T/out"
+check "compressed damage: named" \
+	grep -q "inode 2 block 1: its compressed bytes do not decompress" "$T/err"
+check "compressed damage: keys data exit 8" exit_is 8 "$DUMP" "$T/zbad.img" keys data
+check "compressed damage: keys data BAD" has "2 1 length 4072 BAD" "$T/out"
+check "compressed damage: export exit 8" exit_is 8 "$DUMP" "$T/zbad.img" export "$T/zbad.d"
+check "compressed damage: export names it" \
+	grep -Eq "'(a.txt|dir/hard)': block 1 does not decompress; exported as zeros" "$T/err"
+{ head -c 4072 "$K/a.txt"; head -c 4072 /dev/zero; head -c 1856 "$K/a.txt"; } >"$T/zbad.want"
+check "compressed damage: the rest exported" cmp "$T/zbad.want" "$T/zbad.d/a.txt"
+share_py "$T/zbad.img" </dev/null
+check "compressed damage: a borrower's export" exit_is 8 "$DUMP" "$T/zbad.img" export "$T/zbad2.d"
+check "compressed damage: ... names the home block" grep -qF \
+	"'new\nline': block 2: its home, inode 2 block 1, does not decompress; exported as zeros" \
+	"$T/err"
 
 summary

@@ -6,7 +6,9 @@
 # consistent snapshot (a set of files switched by one rename is all-old or
 # all-new), do not stall the writer, and the backup opens, mounts and checks;
 # blocks shared through the mount (cp: copy_file_range) are shown, and
-# export and backup give the files byte for byte as the mount reads them.
+# export and backup give the files byte for byte as the mount reads them;
+# so do they on an image made with mkfs -O compress (its tree copied
+# compressed, what the mount writes and shares compressed too).
 #
 # Environment: KVFS_BIN, MKFS_BIN, DUMP_BIN; FSCK_BIN when fsck.kvfs is built.
 . "$(dirname "$0")/../fs/lib.sh"
@@ -142,6 +144,50 @@ kvfs_umount
 check "shares: export of the unmounted image" exit_is 0 "$DUMP" "$IMG" export "$T/share.d2"
 check "shares: ... the same" diff -r "$T/share.d" "$T/share.d2"
 rm -rf "$T/share.d" "$T/share.d2" "$T/share.t" "$T/share.tar" "$T/share.img"
+
+# ---- compressed blocks: the tree copied by mkfs -O compress -d reads as
+# the source; the mount writes compressed blocks too (in large requests:
+# a block a write covers in part is stored as it is), cp shares them, a
+# write into the copy gives it a block of its own; export (a directory, a
+# tar) of the mounted image, and of the unmounted one, gives every file as
+# the mount reads it, and the summary counts the compressed blocks
+"$MKFS_BIN" -q -f -O compress -d "$T/src" "$IMG" || { echo "FAIL: mkfs -O compress -d"; exit 1; }
+kvfs_mount
+same_tree "$T/src" "$MNT" "compressed mkfs -d image"
+seq 1 400000 >"$T/text"
+dd if="$T/text" of="$MNT/text" bs=1M status=none
+cp "$MNT/text" "$MNT/dir/text-copy"
+printf 'into the copy' | dd of="$MNT/dir/text-copy" bs=1 seek=70000 conv=notrunc status=none
+sync "$MNT" # an fsync of the root commits the window (sync -f reaches no FUSE daemon)
+check "compressed: summary (mounted)" exit_is 0 "$DUMP" "$IMG" summary
+check "compressed: the feature bit" \
+	grep -q "^features:       .*incompat 0x[0-9a-f]* (.*compressed blocks)$" "$T/out"
+zcount=$(sed -n 's/^compressed:     \([0-9]*\) blocks: .*, ratio \([0-9.]*\)$/\1/p' "$T/out")
+check "compressed: blocks counted (${zcount:-none})" [ "${zcount:-0}" -gt 100 ]
+check "compressed: cp shares them" \
+	grep -Eq "^extents:        [1-9][0-9]* \([1-9][0-9]* blocks borrowed\)$" "$T/out"
+check "compressed: inode of the text" exit_is 0 "$DUMP" "$IMG" inode /text
+check "compressed: its blocks compressed" \
+	grep -q "^block:          0 length 16360 ok, compressed " "$T/out"
+check "compressed: export (mounted)" exit_is 0 "$DUMP" "$IMG" export "$T/z.d"
+check "compressed: export is byte-identical" diff -r --no-dereference -x fifo -x chardev \
+	-x blockdev "$MNT" "$T/z.d"
+check "compressed: the borrowing copy exported" cmp "$MNT/dir/text-copy" "$T/z.d/dir/text-copy"
+check "compressed: tar export (mounted)" exit_is 0 "$DUMP" "$IMG" export "$T/z.tar"
+mkdir "$T/z.t"
+check "compressed: tar extracts" tar -C "$T/z.t" -xf "$T/z.tar"
+check "compressed: tar export is byte-identical" diff -r --no-dereference -x fifo -x chardev \
+	-x blockdev "$MNT" "$T/z.t"
+kvfs_umount
+check "compressed: export of the unmounted image" exit_is 0 "$DUMP" "$IMG" export "$T/z.d2"
+check "compressed: ... the same" diff -r --no-dereference -x fifo -x chardev -x blockdev \
+	"$T/z.d" "$T/z.d2"
+if [ -n "${FSCK_BIN:-}" ]; then
+	"$FSCK_BIN" -n "$IMG" >"$T/fsck.out" 2>&1
+	check "compressed: fsck -n clean" [ $? -eq 0 ]
+	check "compressed: fsck counts them" grep -q "; $zcount compressed (ratio " "$T/fsck.out"
+fi
+rm -rf "$T/z.d" "$T/z.d2" "$T/z.t" "$T/z.tar"
 
 # ---- snapshots of a mounted image under a writer
 kvfs_mkfs

@@ -4,7 +4,8 @@
 # fsck -n finds it (exit 4, the message), fsck -y repairs it (exit 1) and
 # fsck -n right after is clean (exit 0); some cases also look at the result.
 # Shared blocks on an image made through a real mount (KVFS_BIN and MKFS_BIN
-# in the environment; skipped without /dev/fuse). Then -p on what it may and
+# in the environment; skipped without /dev/fuse); compressed blocks on an
+# image mkfs.kvfs -O compress -d made (MKFS_BIN). Then -p on what it may and
 # may not repair, garbage files (exit 8), usage (exit 16), the JSON report
 # and the progress display.
 #
@@ -516,6 +517,81 @@ run_fsck 0 "version 1 image: -n" -n "$IMG"
 run_fsck 0 "version 1 image: -p" -p "$IMG"
 expect "version 1 image: upgraded" eval '"$DUMP" "$IMG" summary | grep -q "format version: 2"'
 run_fsck 0 "version 1 image, upgraded: -n" -n "$IMG"
+
+# ---- compressed blocks (mkfs.kvfs -O compress -d, blocks of 4072): /text
+# is 13893 bytes of digits, its 4 blocks compressed (the last holds 1677
+# bytes, in a frame of fewer), /short 1 byte, stored as it is. Clean; a
+# frame cut short under a valid checksum (it verifies but does not
+# decompress) is found and dropped by -y as a bad checksum is; a flipped
+# bit is a bad checksum; a size below the last block's data (above its
+# frame's end) is bytes past the end, trimmed by -p; the feature bit -p sets
+if [ -x "${MKFS_BIN:-}" ]; then
+	mkdir -p "$T/ztree"
+	seq 1 3000 >"$T/ztree/text"
+	printf z >"$T/ztree/short"
+	"$MKFS_BIN" -q -O compress -b 4072 -d "$T/ztree" "$T/z.img" || bad "mkfs -O compress -d"
+	BASE=$T/z.img
+	run_fsck 0 "compressed: clean" -n "$T/z.img"
+	has "compressed: counted in the summary" "; 4 compressed (ratio "
+	run_fsck 0 "compressed: clean, -v" -n -v "$T/z.img"
+	zline="4 compressed: 13893 bytes of data in frames of [0-9]+, ratio [0-9.]+"
+	expect "compressed: -v counts them" grep -Eq \
+		"^  5 blocks \(0 unwritten, $zline\), 13894 bytes verified$" "$T/out"
+	run_fsck 0 "compressed: clean, --json" -n --json "$T/z.img"
+	expect "compressed: --json counts them" /usr/bin/python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+assert c["compressed_blocks"] == 4 and c["compressed_data_bytes"] == 13893, c
+assert 0 < c["compressed_frame_bytes"] < 13893 and c["bytes"] == 13894, c' "$T/out"
+	run_fsck 0 "compressed: -p changes nothing" -p "$T/z.img"
+	Z=$("$BRK" "$T/z.img" ino /text)
+	holed() { # the text with block 1 a hole
+		head -c 4072 "$T/ztree/text"
+		head -c 4072 /dev/zero
+		tail -c +8145 "$T/ztree/text"
+	}
+	frame="is compressed and does not decompress (its checksum holds)"
+	case_ block_frame y "inode $Z: block 1 at offset 4072 $frame" "zcut /text 1"
+	expect "frame dropped: a hole, the rest as it was" cmp <("$BRK" "$IMG" cat /text) <(holed)
+	case_ block_csum_compressed y "inode $Z: block 2 at offset 8144 fails its checksum" \
+		"flip /text 2"
+	case_ block_tail_compressed p \
+		"inode $Z: block 3 holds bytes past the end of the file (size 13000)" \
+		"set /text size 13000"
+	expect "compressed tail trimmed at its data" cmp <("$BRK" "$IMG" cat /text) \
+		<(head -c 13000 "$T/ztree/text")
+	case_ compressed_flag p \
+		"4 compressed blocks stored, but the superblock does not say it holds any" \
+		"incompat 0"
+	# lent: /copy, made by cp in a mount, borrows the compressed blocks of
+	# /text; a frame of /text that does not decompress is lost to both
+	if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && [ -x "${KVFS_BIN:-}" ]; then
+		mkdir -p "$T/mnt"
+		"$MKFS_BIN" -q -O compress -b 4072 "$T/zs.img" &&
+			"$KVFS_BIN" "$T/zs.img" "$T/mnt" &&
+			dd if="$T/ztree/text" of="$T/mnt/text" bs=1M status=none &&
+			cp "$T/mnt/text" "$T/mnt/copy" && fusermount3 -u "$T/mnt" ||
+			bad "compressed share: making the image through a mount failed"
+		for i in $(seq 300); do
+			flock -n -x "$T/zs.img" true 2>/dev/null && break
+			sleep 0.1
+		done
+		BASE=$T/zs.img
+		H=$("$BRK" "$BASE" ino /text) C=$("$BRK" "$BASE" ino /copy)
+		run_fsck 0 "compressed share: clean" -n "$BASE"
+		has "compressed share: counted" "; 4 compressed (ratio "
+		case_ block_frame_lent y "inode $H: block 1 at offset 4072 $frame" "zcut /text 1"
+		lost="borrowed blocks 1 to 1 (those of inode $H from block 1 on) are damaged"
+		found "compressed share: the borrower loses it too" "inode $C: $lost"
+		expect "compressed share: the copy reads a hole there" \
+			cmp <("$BRK" "$IMG" cat /copy) <(holed)
+	else
+		echo "SKIP: compressed shared blocks (no /dev/fuse, or KVFS_BIN not set)"
+	fi
+	unset BASE
+else
+	echo "SKIP: compressed blocks (MKFS_BIN not set)"
+fi
 
 # ---- -p: what it may and may not repair
 cp "$T/base.img" "$IMG"

@@ -2,11 +2,18 @@
 # test_mkfs.sh - mkfs.kvfs as a user runs it: creates an image whose
 # databases are the ones docs/FORMAT.md names, refuses to overwrite without
 # -f, rejects bad arguments with exit 16, and leaves foreign files alone.
+# -O compress: blocks of 16360 unless -b says otherwise, compress=zstd:LEVEL
+# in the mount defaults, -d's blocks stored compressed and read back as
+# they were, and a mount of the image storing what it writes compressed
+# (that part skipped without /dev/fuse or KVFS_BIN).
+#
+# usage: test_mkfs.sh MKFS FORMAT_MD DUMP
 set -u
 MKFS=$1
 FORMAT_MD=$2
+DUMP=$3
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'mountpoint -q "$T/mnt" 2>/dev/null && fusermount3 -u "$T/mnt"; rm -rf "$T"' EXIT
 fails=0 passes=0
 
 check() { # name, then a command that must succeed
@@ -19,6 +26,7 @@ check() { # name, then a command that must succeed
 		fails=$((fails + 1))
 	fi
 }
+not_has() { ! grep -q -- "$1" "$T/out"; }
 exit_is() { # expected code, command...
 	local want=$1 got
 	shift
@@ -84,6 +92,82 @@ check "--version names the format" grep -q "image format 2" "$T/out"
 check "missing directory: exit 1" exit_is 1 "$MKFS" "$T/no/such/dir/c.img"
 mkdir "$T/d"
 check "a directory is refused even with -f" exit_is 1 "$MKFS" -f "$T/d"
+
+# ---- -O compress
+has() { grep -qxF -- "$1" "$T/out" || { echo "  no line '$1' in:"; cat "$T/out"; return 1; }; }
+check "-O compress" exit_is 0 "$MKFS" -O compress "$T/z.img"
+check "-O compress: blocks of 16360" grep -q "created kvfs image .*block size 16360," "$T/out"
+check "-O compress: says so" \
+	has "new data blocks are stored compressed (zstd level 3; mount defaults 'compress=zstd:3')"
+check "-O compress: summary" exit_is 0 "$DUMP" "$T/z.img" summary
+check "-O compress: the defaults record" has "mount defaults: compress=zstd:3"
+check "-O compress: no block yet, no feature bit" \
+	has "features:       compat 0, ro_compat 0, incompat 0"
+check "-O compress=zstd:9 -b 8168" exit_is 0 "$MKFS" -q -f -O compress=zstd:9 -b 8168 "$T/z.img"
+check "-b kept with -O" exit_is 0 "$DUMP" "$T/z.img" summary
+check "-b kept with -O: 8168" has "block size:     8168"
+check "-O compress=zstd:9: level 9" has "mount defaults: compress=zstd:9"
+check "-O compress=zstd, then -O nocompress" \
+	exit_is 0 "$MKFS" -f -O compress=zstd -O nocompress "$T/z.img"
+check "-O nocompress: blocks of 4072" grep -q "block size 4072," "$T/out"
+check "-O nocompress: says nothing of it" not_has "compressed"
+check "-O nocompress: summary" exit_is 0 "$DUMP" "$T/z.img" summary
+check "-O nocompress: no defaults" has "mount defaults: (none)"
+rm -f "$T/b.img"
+for bad in lz4 compress=lz4 compress=zstd:0 compress=zstd:20 compress=zstd:x compress,nocompress \
+	""; do
+	check "-O '$bad': exit 16" exit_is 16 "$MKFS" -O "$bad" "$T/b.img"
+	check "-O '$bad': a message" grep -q "^mkfs.kvfs: .*$bad" "$T/err"
+done
+check "-O: no image written on bad values" [ ! -e "$T/b.img" ]
+check "-O 'lz4': names what -O takes" grep -q "compress, compress=zstd:LEVEL or nocompress" "$T/err"
+
+# -d with -O compress: the tree's blocks stored compressed, read back as
+# they were (text compresses; random bytes and a 1-byte file do not)
+mkdir -p "$T/tree/sub"
+seq 1 100000 >"$T/tree/text"
+head -c 100000 /dev/urandom >"$T/tree/random"
+printf z >"$T/tree/sub/short"
+check "-d -O compress" exit_is 0 "$MKFS" -q -f -O compress -d "$T/tree" "$T/z.img"
+check "-d -O compress: summary" exit_is 0 "$DUMP" "$T/z.img" summary
+check "-d -O compress: the feature bit" \
+	has "features:       compat 0, ro_compat 0, incompat 0x4 (compressed blocks)"
+zline="^compressed:     36 blocks: 588895 bytes of data \(.*\) in frames of [0-9]+ \(.*\), "
+check "-d -O compress: the text's 36 blocks compressed" \
+	grep -Eq "${zline}ratio [3-9]\.[0-9]{2}$" "$T/out"
+check "-d -O compress: export" exit_is 0 "$DUMP" "$T/z.img" export "$T/z.d"
+check "-d -O compress: read back as they were" diff -r "$T/tree" "$T/z.d"
+check "-d without -O: nothing compressed" exit_is 0 "$MKFS" -q -f -d "$T/tree" "$T/p.img"
+check "-d without -O: summary" exit_is 0 "$DUMP" "$T/p.img" summary
+check "-d without -O: no compressed block" has "compressed:     0 blocks"
+check "-d -O compress: a smaller image" \
+	[ "$(stat -c %s "$T/z.img")" -lt "$(stat -c %s "$T/p.img")" ]
+
+# a mount of a -O compress image stores the blocks it writes compressed
+if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && [ -x "${KVFS_BIN:-}" ]; then
+	mkdir -p "$T/mnt"
+	"$MKFS" -q -f -O compress "$T/m.img"
+	if "$KVFS_BIN" "$T/m.img" "$T/mnt"; then
+		# in large writes: a block a write covers in part is stored as
+		# it is (4 KiB writes would leave every block of 16360 so)
+		dd if="$T/tree/text" of="$T/mnt/text" bs=1M status=none
+		check "mounted: reads back" cmp "$T/tree/text" "$T/mnt/text"
+		fusermount3 -u "$T/mnt"
+		for i in $(seq 300); do
+			flock -n -x "$T/m.img" true 2>/dev/null && break
+			sleep 0.1
+		done
+		check "mounted: summary" exit_is 0 "$DUMP" "$T/m.img" summary
+		check "mounted: what it wrote is compressed" grep -Eq \
+			"^compressed:     [1-9][0-9]* blocks: [0-9]+ bytes of data" "$T/out"
+		check "mounted: the feature bit" has \
+			"features:       compat 0, ro_compat 0, incompat 0x4 (compressed blocks)"
+	else
+		check "-O compress image mounts" false
+	fi
+else
+	echo "SKIP: the mount of a -O compress image (no /dev/fuse, or KVFS_BIN not set)"
+fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

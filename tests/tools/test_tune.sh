@@ -5,7 +5,10 @@
 # the mount's own options say otherwise; bad values refused with exit 16 and
 # the image unchanged; refused while mounted read-write (exit 1, naming the
 # mountpoint), -l allowed then; an image with wrong defaults refused by the
-# mount and repaired by fsck -y; fsck -n clean after each change.
+# mount and repaired by fsck -y; fsck -n clean after each change. -O
+# compress / nocompress: what mounts write from then on is compressed or
+# not, the blocks stored before stay as they are, the other defaults are
+# kept, and a mount's own -o nocompress wins.
 #
 # Environment: KVFS_BIN, MKFS_BIN, TUNE_BIN, DUMP_BIN, FSCK_BIN.
 . "$(dirname "$0")/../fs/lib.sh"
@@ -92,6 +95,61 @@ expect "cleared" has "mount defaults: (none)"
 kvfs_mount
 expect "cleared: no max_size ($(size_mb) MiB)" [ "$(size_mb)" -gt 256 ]
 kvfs_umount
+
+# ---- -O: compression of new writes on and off
+seq 1 100000 >"$T/text"
+zblocks() { "$DUMP_BIN" "$IMG" inode "$1" | grep -c "^block: .* ok, compressed [0-9]* bytes$"; }
+write() { dd if="$T/text" of="$MNT/$1" bs=1M status=none; } # whole blocks a request
+tune -o noatime,durability=full -O compress "$IMG"
+expect "-O compress: exit 0" [ $? -eq 0 ]
+tune -l "$IMG"
+expect "-O compress: added to the defaults" \
+	has "mount defaults: noatime,durability=full,compress=zstd:3"
+expect "-O compress: listed" has "compression:    zstd level 3 (of new writes)"
+kvfs_mount
+write a
+kvfs_umount
+za=$(zblocks /a)
+expect "-O compress: new writes compressed ($za blocks)" [ "$za" -gt 100 ]
+expect "-O compress: fsck -n clean" clean
+tune -O nocompress -l "$IMG"
+expect "-O nocompress: the other defaults kept" has "mount defaults: noatime,durability=full"
+expect "-O nocompress: listed" has "compression:    off"
+kvfs_mount
+write b
+kvfs_umount
+expect "-O nocompress: new writes as they are ($(zblocks /b) compressed)" [ "$(zblocks /b)" -eq 0 ]
+expect "-O nocompress: stored blocks stay compressed ($(zblocks /a))" [ "$(zblocks /a)" -eq "$za" ]
+kvfs_mount
+expect "-O: both files read back" cmp "$T/text" "$MNT/a" && cmp "$T/text" "$MNT/b"
+kvfs_umount
+tune -O compress=zstd:19 -l "$IMG"
+expect "-O compress=zstd:19" has "mount defaults: noatime,durability=full,compress=zstd:19"
+tune -o noacl -O compress=zstd:5 -l "$IMG"
+expect "-o and -O: -O edits what -o set" has "mount defaults: noacl,compress=zstd:5"
+kvfs_mount -o nocompress
+write c
+kvfs_umount
+expect "a mount's own -o nocompress wins ($(zblocks /c) compressed)" [ "$(zblocks /c)" -eq 0 ]
+"$DUMP_BIN" "$IMG" summary >"$T/out"
+expect "dump: the defaults" has "mount defaults: noacl,compress=zstd:5"
+expect "dump: the compressed blocks" grep -q "^compressed:     $za blocks: " "$T/out"
+cp "$IMG" "$T/before"
+for args in "-O lz4" "-O compress=zstd:20" "-O compress=gzip" "-O nocompress=1"; do
+	# shellcheck disable=SC2086
+	tune $args "$IMG"
+	expect "refused: $args (exit 16)" [ $? -eq 16 ]
+	expect "refused: $args (a message)" says "-O"
+done
+expect "refused: the image unchanged" cmp -s "$IMG" "$T/before"
+# 255 bytes of defaults leave no room for a compress option: refused whole
+tune -o "$(printf 'noatime,%.0s' {1..31})noatime" "$IMG"
+cp "$IMG" "$T/before"
+tune -O compress "$IMG"
+expect "-O with no room left: exit 1" [ $? -eq 1 ]
+expect "-O with no room left: says why" says "would be longer than 255 bytes"
+expect "-O with no room left: the image unchanged" cmp -s "$IMG" "$T/before"
+tune -o '' "$IMG"
 
 # ---- wrong defaults in the image (written by hand): the mount refuses
 # them with a message, fsck -y drops them, then it mounts
