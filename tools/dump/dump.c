@@ -427,15 +427,6 @@ static void count_dirent(struct dump *d, struct counts *c, const unsigned char *
 			   (unsigned long long)key.ino);
 }
 
-/* A value that begins as a zstd frame does (docs/FORMAT.md): the only
- * ones whose checksum is worth checking to tell a compressed block. */
-static int zstd_magic(const void *v, size_t vl)
-{
-	static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
-
-	return kv_block_len(vl) >= 4 && memcmp(v, magic, 4) == 0;
-}
-
 /* A compressed block counts the data it holds (its frame's content size,
  * its checksum checked, nothing decompressed); a damaged value counts its
  * bytes, as a plain block's. */
@@ -447,7 +438,7 @@ static void count_block(struct dump *d, struct counts *c, const unsigned char *k
 
 	c->blocks++;
 	c->unwritten += vl == KV_BLOCK_UNWRITTEN_LEN;
-	if (zstd_magic(v, vl) && kv_key_decode(KV_DB_DATA, k, kl, &key) == 0 &&
+	if (kv_key_decode(KV_DB_DATA, k, kl, &key) == 0 &&
 	    kv_check_block(d->env, key.ino, key.idx, v, vl, &data) == 1) {
 		c->zblocks++;
 		c->zdata += data;
