@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_completion.sh - the bash completion offers kvfs-dump's commands and
-# databases and completes mount options (kvfs's, and kvfs-tune's defaults)
-# inside a comma-separated list.
+# databases, completes mount options (kvfs's, and kvfs-tune's defaults)
+# inside a comma-separated list, and the -O features of mkfs.kvfs and
+# kvfs-tune.
 COMP_FILE=$1
 BC=/usr/share/bash-completion/bash_completion
 [ -r "$BC" ] || { echo "SKIP: bash-completion not installed"; exit 77; }
@@ -35,5 +36,17 @@ expect "tune defaults in a list" "$(complete_line _kvfs_tune kvfs-tune -o noatim
 	"noatime,durability=full noatime,durability=fsync noatime,durability=none"
 expect "tune uuid" "$(complete_line _kvfs_tune kvfs-tune -U r)" "random"
 expect "tune flags" "$(complete_line _kvfs_tune kvfs-tune --l)" "--label --list"
+expect "mkfs -O" "$(complete_line _mkfs_kvfs mkfs.kvfs -O '')" \
+	"compress compress=zstd: nocompress"
+expect "mkfs -O prefix" "$(complete_line _mkfs_kvfs mkfs.kvfs -O comp)" "compress compress=zstd:"
+expect "mkfs --features" "$(complete_line _mkfs_kvfs mkfs.kvfs --feat)" "--features"
+expect "tune -O" "$(complete_line _kvfs_tune kvfs-tune -O no)" "nocompress"
+expect "tune defaults: compress" "$(complete_line _kvfs_tune kvfs-tune -o noatime,comp)" \
+	"noatime,compress noatime,compress=zstd:"
+expect "mount option: compress" "$(complete_line _kvfs kvfs img mnt -o nocomp)" "nocompress"
+# readline completes only what follows the word's last = or : (word breaks)
+expect "mkfs -O after =" "$(complete_line _mkfs_kvfs mkfs.kvfs -O compress=zs)" "zstd:"
+expect "tune defaults after =" "$(complete_line _kvfs_tune kvfs-tune -o ro,durability=fs)" \
+	"fsync"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
