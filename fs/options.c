@@ -421,7 +421,8 @@ static void defaults_left(const char *defaults, const struct cli *c, char *out)
 					 !strncmp(d, "strictatime", n));
 
 		given |= c->acl_given && (!strncmp(d, "acl", n) || !strncmp(d, "noacl", n));
-		given |= c->compress_given && (!strncmp(d, "compress", 8) || !strncmp(d, "nocompress", n));
+		given |= c->compress_given &&
+			 (!strncmp(d, "compress", 8) || !strncmp(d, "nocompress", n));
 		given |= (c->durability && !strncmp(d, "durability=", 11)) ||
 			 (c->max_size && !strncmp(d, "max_size=", 9)) ||
 			 (c->commit && !strncmp(d, "commit=", 7)) ||

@@ -184,11 +184,14 @@ enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, con
 
 int kv_block_unpack(const void *val, size_t vlen, void *out, size_t len)
 {
+	static __thread ZSTD_DCtx *dctx; /* one a thread, kept: tools unpack many */
 	size_t got;
 
 	if (vlen < KV_CSUM_LEN)
 		return -EIO;
-	got = ZSTD_decompress(out, len, val, vlen - KV_CSUM_LEN);
+	if (!dctx && !(dctx = ZSTD_createDCtx()))
+		return -ENOMEM;
+	got = ZSTD_decompressDCtx(dctx, out, len, val, vlen - KV_CSUM_LEN);
 	return ZSTD_isError(got) || got != len ? -EIO : 0;
 }
 

@@ -63,7 +63,7 @@ env = lmdb.open(sys.argv[1], subdir=False, max_dbs=8, lock=False)
 meta = env.open_db(b"meta")
 with env.begin(write=True, db=meta) as t:
     sb = bytearray(t.get(b"super"))
-    sb[8:12] = struct.pack("<I", 2)
+    sb[8:12] = struct.pack("<I", 3)
     t.put(b"super", bytes(sb))
 env.close()
 PY
@@ -81,8 +81,8 @@ for f in random empty text newer trunc; do
 	expect "$f image: not mounted" not_mounted
 	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
 done
-grep -q "format version 2" "$T/err" 2>/dev/null || \
-	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 2" && ok || bad "newer: names the version"
+grep -q "format version 3" "$T/err" 2>/dev/null || \
+	"$KVFS_BIN" "$T/newer.img" "$MNT" 2>&1 | grep -q "format version 3" && ok || bad "newer: names the version"
 
 # whoever reads the image reads every file in it: mkfs makes it 0600, its
 # lock file follows, and the daemon warns (once) when others may read it
