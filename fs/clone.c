@@ -343,7 +343,8 @@ static int do_clone(fuse_req_t req, uint64_t ino, struct kvfs_clone_arg *arg)
 			       .cred = &c, .out = arg};
 	int rc;
 
-	arg->name[KVFS_CLONE_NAME_MAX] = '\0';
+	if (!memchr(arg->name, '\0', sizeof(arg->name)))
+		return -ENAMETOOLONG; /* not cut short: that would name another file */
 	a.len = strlen(arg->name);
 	if (a.len == 0 || strchr(arg->name, '/') || !strcmp(arg->name, ".") ||
 	    !strcmp(arg->name, ".."))
