@@ -167,6 +167,23 @@ expect "the clone's files borrow their blocks (extents $extents0, then $extents1
 	[ "$extents1" -ge $((extents0 + 6)) ]
 is "$((dirs + files)) named inodes more" "$(named)" $((named0 + dirs + files))
 
+# a wide tree: more directories waiting to be copied, and more hard-linked
+# inodes, than the daemon first makes room for (64 and 128)
+mkdir -p "$MNT/wide"
+(cd "$MNT/wide" && for i in $(seq 150); do
+	mkdir -p "d$i/sub"
+	echo "$i" > "d$i/f"
+	ln "d$i/f" "d$i/sub/f-again"
+done)
+cp -a "$MNT/wide" "$MNT/wide-ref"
+out=$("$CLONE_BIN" -v "$MNT/wide" "$MNT/wide-copy" 2>&1)
+rc=$?
+expect "a wide tree ($out)" [ $rc -eq 0 ]
+is "a wide tree, what -v says" "${out%%, in *}" \
+	"$MNT/wide-copy: 301 directories, 150 files, $((9 * 2 + 90 * 3 + 51 * 4)) bytes shared"
+same_tree "a wide tree as cp -a makes it" "$MNT/wide-ref" "$MNT/wide-copy"
+rm -rf "$MNT/wide" "$MNT/wide-ref" "$MNT/wide-copy"
+
 # a single regular file, written just before (the kernel's cache is sent
 # first), and a clone of a clone
 head -c 100000 /dev/urandom > "$MNT/fresh"
