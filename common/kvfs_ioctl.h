@@ -22,7 +22,8 @@ struct kvfs_clone_arg {
 	uint64_t files;       /* out: regular files, symlinks and others made */
 	uint64_t dirs;        /* out: directories made, DST's own included */
 	uint64_t bytes;       /* out: the bytes of the files' data */
-	char name[KVFS_CLONE_NAME_MAX + 1]; /* in: NUL-terminated, no '/' */
+	char name[KVFS_CLONE_NAME_MAX + 1]; /* in: NUL-terminated (else
+					     * ENAMETOOLONG), no '/' */
 };
 #define KVFS_IOC_CLONE _IOWR('K', 1, struct kvfs_clone_arg)
 

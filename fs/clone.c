@@ -254,8 +254,10 @@ static int clone_node(kv_txn *t, struct clone_args *a, struct kv_inode *src,
 	return rc;
 }
 
-/* The entries of source directory src into its copy dst. */
-static int clone_dir(kv_txn *t, struct clone_args *a, const struct pair *p)
+/* The entries of source directory p.src into its copy p.dst. p is a copy:
+ * clone_node may move the queue it came from. Only kv_dir_next's -ENOENT
+ * ends the listing; another (a name whose inode is gone) fails the copy. */
+static int clone_dir(kv_txn *t, struct clone_args *a, struct pair p)
 {
 	struct kv_inode dir, child;
 	struct kv_dirent de;
@@ -263,19 +265,23 @@ static int clone_dir(kv_txn *t, struct clone_args *a, const struct pair *p)
 	uint64_t cookie = 0;
 	int rc;
 
-	rc = kv_inode_get(t, p->dst, &dir);
-	while (!rc && (rc = kv_dir_next(t, p->src, &cookie, &de)) == 0) {
-		size_t len = de.namelen;
+	rc = kv_inode_get(t, p.dst, &dir);
+	while (!rc) {
+		size_t len;
 
+		rc = kv_dir_next(t, p.src, &cookie, &de);
+		if (rc == -ENOENT)
+			return kv_inode_put(t, &dir);
+		if (rc)
+			break;
+		len = de.namelen;
 		memcpy(name, de.name, len); /* out of the map before any put */
 		name[len] = '\0';
 		rc = kv_inode_get(t, de.ino, &child);
 		if (!rc)
 			rc = clone_node(t, a, &child, &dir, name, len);
 	}
-	if (rc != -ENOENT)
-		return rc;
-	return kv_inode_put(t, &dir);
+	return rc;
 }
 
 /* -EINVAL when dir is src or lies below it (invariant 4). */
@@ -327,7 +333,7 @@ static int apply_clone(kv_txn *t, void *arg)
 	if (!rc)
 		rc = clone_node(t, a, &src, &parent, a->name, a->len);
 	while (!rc && a->qhead < a->qlen)
-		rc = clone_dir(t, a, &a->queue[a->qhead++]);
+		rc = clone_dir(t, a, a->queue[a->qhead++]);
 	if (rc)
 		return rc;
 	parent.mtime_ns = parent.ctime_ns = a->now;
@@ -343,7 +349,8 @@ static int do_clone(fuse_req_t req, uint64_t ino, struct kvfs_clone_arg *arg)
 			       .cred = &c, .out = arg};
 	int rc;
 
-	arg->name[KVFS_CLONE_NAME_MAX] = '\0';
+	if (!memchr(arg->name, '\0', sizeof(arg->name)))
+		return -ENAMETOOLONG; /* not cut short: that would name another file */
 	a.len = strlen(arg->name);
 	if (a.len == 0 || strchr(arg->name, '/') || !strcmp(arg->name, ".") ||
 	    !strcmp(arg->name, ".."))

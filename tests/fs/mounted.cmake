@@ -1,7 +1,7 @@
 # Mounted tests beyond the syscall suite: each script mounts a real kvfs
 # under a temporary directory. Exit 77 (skipped) where /dev/fuse is missing.
 # Included from tests/CMakeLists.txt; paths are relative to this file.
-set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>;DUMP_BIN=$<TARGET_FILE:kvfs-dump>;TUNE_BIN=$<TARGET_FILE:kvfs-tune>")
+set(KVFS_TEST_ENV "KVFS_BIN=$<TARGET_FILE:kvfs>;MKFS_BIN=$<TARGET_FILE:mkfs.kvfs>;FSCK_BIN=$<TARGET_FILE:fsck.kvfs>;DUMP_BIN=$<TARGET_FILE:kvfs-dump>;TUNE_BIN=$<TARGET_FILE:kvfs-tune>;CLONE_BIN=$<TARGET_FILE:kvfs-clone>")
 set(FS_TESTS ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(concurrency ${FS_TESTS}/concurrency.c)
@@ -44,3 +44,8 @@ kvfs_mount_test(acl test_acl.sh)
 # Copies that share blocks (copy_file_range): the room a copy and a change
 # take, copy on write both ways, deletes, fsck and a remount.
 kvfs_mount_test(share test_share.sh)
+
+# kvfs-clone: a tree's copy against cp -a's (as root and as a second user),
+# refusals that make nothing, the daemon's own checks, copy on write both
+# ways, fsck and a remount.
+kvfs_mount_test(clone test_clone.sh)

@@ -38,8 +38,10 @@ deb=$(ls "$T"/kvfs_*.deb | head -1)
 expect "a .deb was built" [ -f "$deb" ]
 expect "dpkg -i" dpkg -i "$deb"
 for f in /usr/bin/kvfs /usr/sbin/mkfs.kvfs /usr/sbin/fsck.kvfs /usr/bin/kvfs-dump \
-	/usr/sbin/kvfs-tune /usr/share/man/man8/kvfs-tune.8.gz \
-	/usr/share/man/man8/kvfs.8.gz /usr/share/man/man5/kvfs.5.gz; do
+	/usr/sbin/kvfs-tune /usr/bin/kvfs-clone /usr/share/man/man8/kvfs-tune.8.gz \
+	/usr/share/man/man8/kvfs.8.gz /usr/share/man/man5/kvfs.5.gz \
+	/usr/share/man/man1/kvfs-clone.1.gz \
+	/usr/share/bash-completion/completions/kvfs-clone; do
 	expect "installed $f" [ -e "$f" ]
 done
 
@@ -51,6 +53,8 @@ echo "$T/img $T/mnt fuse.kvfs defaults,noatime 0 0" > "$T/fstab"
 expect "mount -a with an fstab line" mount -a -T "$T/fstab"
 expect "mounted" mountpoint -q "$T/mnt"
 expect "use it" sh -c "cp -a /usr/share/doc/kvfs '$T/mnt/' && diff -r /usr/share/doc/kvfs '$T/mnt/kvfs'"
+expect "kvfs-clone" sh -c \
+	"kvfs-clone '$T/mnt/kvfs' '$T/mnt/copy' && diff -r /usr/share/doc/kvfs '$T/mnt/copy'"
 expect "umount" umount "$T/mnt"
 for i in $(seq 100); do flock -n -x "$T/img" true && break; sleep 0.1; done
 fsck -t kvfs "$T/img" >"$T/fsck.out" 2>&1; rc=$?
@@ -62,6 +66,7 @@ expect "kvfs --version matches the package" sh -c \
 
 expect "dpkg --purge" dpkg --purge kvfs
 expect "purged: no binary left" [ ! -e /usr/bin/kvfs ]
+expect "purged: no kvfs-clone left" [ ! -e /usr/bin/kvfs-clone ]
 expect "purged: no manual left" [ ! -e /usr/share/man/man8/kvfs.8.gz ]
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1,8 +1,8 @@
 #!/bin/bash
 # test_completion.sh - the bash completion offers kvfs-dump's commands and
 # databases, completes mount options (kvfs's, and kvfs-tune's defaults)
-# inside a comma-separated list, and the -O features of mkfs.kvfs and
-# kvfs-tune.
+# inside a comma-separated list, the -O features of mkfs.kvfs and
+# kvfs-tune, and kvfs-clone's two paths and no third.
 COMP_FILE=$1
 BC=/usr/share/bash-completion/bash_completion
 [ -r "$BC" ] || { echo "SKIP: bash-completion not installed"; exit 77; }
@@ -48,5 +48,13 @@ expect "mount option: compress" "$(complete_line _kvfs kvfs img mnt -o nocomp)" 
 expect "mkfs -O after =" "$(complete_line _mkfs_kvfs mkfs.kvfs -O compress=zs)" "zstd:"
 expect "tune defaults after =" "$(complete_line _kvfs_tune kvfs-tune -o ro,durability=fs)" \
 	"fsync"
+expect "clone flags" "$(complete_line _kvfs_clone kvfs-clone --ver)" "--verbose --version"
+T=$(mktemp -d)
+mkdir "$T/tree"
+expect "clone SRC" "$(cd "$T" && complete_line _kvfs_clone kvfs-clone tr)" "tree"
+expect "clone DST" "$(cd "$T" && complete_line _kvfs_clone kvfs-clone -v tree tr)" "tree"
+expect "clone: nothing past DST" \
+	"$(cd "$T" && complete_line _kvfs_clone kvfs-clone tree copy tr)" ""
+rm -rf "$T"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -135,7 +135,22 @@ int main(int argc, char **argv)
 		cli_error_at(dst, "exists");
 		return 1;
 	}
-	fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* the type before the open: opening a fifo waits for a writer, and a
+	 * device's open is the device's business; O_NONBLOCK covers a fifo put
+	 * in SRC's place between the two */
+	if (lstat(src, &sst) != 0) {
+		cli_error_at(src, "%s", strerror(errno));
+		return 1;
+	}
+	if (S_ISLNK(sst.st_mode)) {
+		cli_error_at(src, "a symlink: copy it with cp -a");
+		return 1;
+	}
+	if (!S_ISDIR(sst.st_mode) && !S_ISREG(sst.st_mode)) {
+		cli_error_at(src, "not a directory or a regular file");
+		return 1;
+	}
+	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &sst) != 0) {
 		cli_error_at(src, "%s", errno == ELOOP ? "a symlink: copy it with cp -a"
 							: strerror(errno));
