@@ -47,9 +47,17 @@ static uint64_t name_seed(const char *name)
 	return h | 1;
 }
 
+/* A file's bytes, from its name: random, or for half the names text that
+ * compresses (a mount with -o compress stores it so). */
 static void content(const char *name, unsigned char *buf, size_t len)
 {
 	uint64_t s = name_seed(name);
+
+	if (s & 2) {
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)("crash and burn\n"[i % 15] + (i % 500 ? 0 : s));
+		return;
+	}
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (unsigned char)(rnd(&s) >> 32);
 }
