@@ -700,6 +700,7 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	struct stat st;
 	struct fs_dirent d = {.name = name, .attr = plus ? &st : NULL};
 	uint64_t cookie, at; /* the last entry listed; the one read */
+	const int64_t began = fs_now_ns();
 	kv_txn *t;
 	int rc;
 
@@ -750,7 +751,7 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 read_end:
 	fs_read_end(t);
 	if (rc == 0)
-		fs_maybe_touch_atime(&dir);
+		fs_maybe_touch_atime(&dir, began);
 	return rc;
 }
 

@@ -152,6 +152,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
 	static __thread struct iovec iov[READ_IOV_MAX + 1];
+	const int64_t began = fs_now_ns();
 	struct kv_inode in;
 	ssize_t n = 0;
 	kv_txn *t;
@@ -171,7 +172,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* queued before the reply, so a utimensat the caller makes once the
 	 * read returned is applied after this update, never overwritten by it */
 	if (rc == 0 && user_read(fi))
-		fs_maybe_touch_atime(&in);
+		fs_maybe_touch_atime(&in, began);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (cnt + 1 <= WRITEV_MAX)

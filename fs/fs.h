@@ -152,7 +152,7 @@ int64_t fs_now_ns(void);
 int fs_drop_link(kv_txn *t, struct kv_inode *in);
 /* Purge every orphan nobody references (mount, unmount). */
 int fs_purge_orphans(void);
-void fs_maybe_touch_atime(const struct kv_inode *in);
+void fs_maybe_touch_atime(const struct kv_inode *in, int64_t began);
 /* Begin a read transaction and get inode ino in it: 0 with *t open (the
  * caller ends it), or -errno with none left open. */
 int fs_read_inode(uint64_t ino, kv_txn **t, struct kv_inode *in);

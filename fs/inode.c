@@ -14,6 +14,7 @@
  *     entry point), and before fsync's sync.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -210,15 +211,39 @@ static void atime_done(void *arg, int rc)
 	free(a);
 }
 
+/* The last atime a SETATTR set explicitly (utimensat), of a few inodes by
+ * slot: an update of a READ that began before it must not overwrite it.
+ * The kernel sends its readahead as READs of their own, which may arrive
+ * after the read(2) that caused them returned and the caller set the
+ * atime (seen: a 9-byte read, two READs, the second after the SETATTR).
+ * Lossy: an inode sharing a slot forgets the older mark. */
+#define ATIME_SLOTS 64
+static _Atomic uint64_t atime_set_ino[ATIME_SLOTS];
+static _Atomic int64_t atime_set_ns[ATIME_SLOTS];
+
+static void atime_mark(uint64_t ino, int64_t now)
+{
+	atomic_store(&atime_set_ino[ino % ATIME_SLOTS], 0); /* no stale pair meanwhile */
+	atomic_store(&atime_set_ns[ino % ATIME_SLOTS], now);
+	atomic_store(&atime_set_ino[ino % ATIME_SLOTS], ino);
+}
+
+static int atime_set_since(uint64_t ino, int64_t since)
+{
+	return atomic_load(&atime_set_ino[ino % ATIME_SLOTS]) == ino &&
+	       atomic_load(&atime_set_ns[ino % ATIME_SLOTS]) >= since;
+}
+
 /* Called on a read path; allocates only when an update is due (relatime:
- * once after each change, or once a day). */
-void fs_maybe_touch_atime(const struct kv_inode *in)
+ * once after each change, or once a day). began: when the request came. */
+void fs_maybe_touch_atime(const struct kv_inode *in, int64_t began)
 {
 	const int64_t day = 24LL * 3600 * 1000000000;
 	int64_t now;
 	struct atime_op *a;
 
-	if (fs.cfg.atime == FS_ATIME_NOATIME || fs.cfg.readonly)
+	if (fs.cfg.atime == FS_ATIME_NOATIME || fs.cfg.readonly ||
+	    atime_set_since(in->ino, began))
 		return;
 	now = fs_now_ns();
 	if (fs.cfg.atime == FS_ATIME_RELATIME && in->atime_ns > in->mtime_ns &&
@@ -475,6 +500,8 @@ int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_fi
 
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		fs_itable_settled(ino); /* a truncate starts its data anew */
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW))
+		atime_mark(ino, fs_now_ns()); /* before: a READ under way is older */
 	if (!setattr_lazily(ino, attr, to_set, open_file, &a.out)) {
 		/* a truncate frees space: it works when the image is full */
 		rc = fs_write(apply_setattr, &a,

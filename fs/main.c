@@ -142,6 +142,7 @@ static int open_store(void)
 	if (rc)
 		die_status(1, "%s", err);
 	fs.block_size = kv_block_size(fs.env);
+	kv_set_compress(fs.env, fs.cfg.compress);
 	warn_mode();
 	rc = fs_purge_orphans();
 	if (rc > 0)

@@ -484,8 +484,17 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			if (from > olen)
 				memset(w + olen, 0, from - olen);
 			memcpy(w + from, src, to - from);
+			const void *data = w;
+			size_t dlen;
+			uint64_t zsum, *zs = NULL;
+
 			nlen = to > olen ? to : olen;
-			rc = kv_block_put(t, in->ino, idx, w, nlen, NULL, fresh ? MDB_NOOVERWRITE : 0);
+			dlen = nlen;
+			if (kv_z_pack_merged(t, in->ino, idx, w, nlen, &data, &dlen, &zsum)) {
+				zs = &zsum; /* compressed (zstd.c invariant 2) */
+				packed = 1;
+			}
+			rc = kv_block_put(t, in->ino, idx, data, dlen, zs, fresh ? MDB_NOOVERWRITE : 0);
 		}
 		if (rc == -EEXIST) {
 			/* a block past the end after all (a damaged image) */

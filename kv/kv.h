@@ -394,6 +394,10 @@ struct kv_zblocks {
  * at (0: none, level 0, or no memory: the write stores them as they are). */
 size_t kv_data_compress(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
 			int level, uint64_t *sums, size_t nsums, struct kv_zblocks *out);
+/* Whether the writer compresses the blocks it merges from part of a write
+ * and what was stored (0: no; else yes, at level 1): the mount's -o
+ * compress, set once at mount. */
+void kv_set_compress(kv_env *env, int level);
 /* kv_data_write with the checksums from kv_data_sums over the same bytes,
  * and the compressed blocks from kv_data_compress (z NULL: none); the same
  * errors. A block written over in part is stored as it is. */

@@ -74,6 +74,9 @@ struct kv_zscratch {
 	int reading;           /* within a kv_data_read: blocks go to buf */
 	unsigned char *one;    /* otherwise: one block */
 	size_t one_cap;
+	void *cctx;            /* the role's (env->wz): ZSTD_CCtx for the blocks it merges */
+	unsigned char *pack;   /* their frames */
+	size_t pack_cap;
 };
 
 /* A thread's recycled read context. */
@@ -168,6 +171,7 @@ struct kv_env {
 	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
 
 	struct kv_zscratch wz;    /* the role's decompression scratch (zstd.c) */
+	atomic_int zlevel;        /* compress the blocks the writer merges (kv_set_compress) */
 
 	/* shared blocks (share.c) */
 	atomic_int shared;        /* extents may exist: reads look for them in holes */
@@ -409,6 +413,12 @@ void kv_z_end_read(kv_txn *txn);
  * plain block's value. -EIO (logged), -ENOMEM. */
 int kv_block_unz(kv_txn *txn, uint64_t ino, uint64_t idx, MDB_val *v, size_t len);
 void kv_z_free(struct kv_zscratch *z);
+/* A block the writer's role merged (len data bytes at data, for (ino,
+ * idx)), compressed at level 1 when that takes less of the image and the
+ * image's mounts compress: 1 with *out, *olen and *sum the frame to store
+ * (valid until the next call), else 0 (stored as it is). */
+int kv_z_pack_merged(kv_txn *txn, uint64_t ino, uint64_t idx, const void *data, size_t len,
+		     const void **out, size_t *olen, uint64_t *sum);
 /* The checksum of a compressed block's frame (hash.c): seeded apart from
  * kv_block_csum's. */
 uint64_t kv_block_zcsum(uint64_t ino, uint64_t idx, const void *frame, size_t len);

@@ -248,8 +248,11 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	enum applied how;
 
 	pthread_mutex_lock(&e->q_lock);
-	if (e->w_busy || e->q_head || e->q_stop || !e->win || e->win_commit || e->win_failed ||
-	    (flags & (KV_OP_SYNC | KV_OP_COMMIT))) {
+	/* lazy ops queued (an atime after a read, pending.c) go first: the
+	 * writer thread's batch takes them before this op, which applied here
+	 * would overtake them (a utimensat after a read lost to its atime) */
+	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win || e->win_commit ||
+	    e->win_failed || (flags & (KV_OP_SYNC | KV_OP_COMMIT))) {
 		pthread_mutex_unlock(&e->q_lock);
 		return 0; /* the writer thread's */
 	}

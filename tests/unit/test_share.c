@@ -376,7 +376,10 @@ static void compressed(void **state)
 	memcpy(buf + BS + 100, "XYZ", 3);
 	memcpy(buf + 2 * BS - 2, "abcd", 4);
 	assert_int_equal(tu_pwrite(e, a, BS + 100, "XYZ", 3), 0);
+	assert_true(compressed_blocks(e) == 7); /* merged by the writer: as it is */
+	kv_set_compress(e, 3); /* the mount compresses: the writer's merges too */
 	assert_int_equal(tu_pwrite(e, a, 2 * BS - 2, "abcd", 4), 0);
+	assert_true(compressed_blocks(e) == 8); /* blocks 1 and 2 merged, compressed */
 	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(buf));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* shared: the borrower reads the compressed home blocks */
@@ -420,6 +423,8 @@ static void share_random(void **state)
 	int gen = 0, ops = getenv("KVFS_SHARE_OPS") ? atoi(getenv("KVFS_SHARE_OPS")) : 4000;
 	int trace = getenv("KVFS_SHARE_TRACE") != NULL; /* each op on stderr */
 
+	/* the writer compresses the blocks it merges too, where they shrink */
+	kv_set_compress(e, 3);
 	for (int i = 0; i < NF; i++) {
 		snprintf(name, sizeof(name), "f%d", gen++);
 		inos[i] = f_new(e, name);
