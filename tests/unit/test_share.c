@@ -42,35 +42,6 @@ static kv_env *env_of(void **state)
 	return ((struct tu_image *)*state)->env;
 }
 
-struct share_arg {
-	uint64_t dst, didx, src, sidx, n;
-};
-
-static int share_apply(kv_txn *t, void *p)
-{
-	struct share_arg *a = p;
-	struct kv_inode d, s;
-	int rc = kv_inode_get(t, a->dst, &d);
-
-	if (!rc)
-		rc = kv_inode_get(t, a->src, &s);
-	if (!rc)
-		rc = kv_data_share(t, &d, a->didx, &s, a->sidx, a->n);
-	if (!rc)
-		rc = kv_inode_put(t, &d);
-	if (!rc)
-		rc = kv_inode_put(t, &s);
-	return rc;
-}
-
-static int f_share(kv_env *e, uint64_t dst, uint64_t didx, uint64_t src, uint64_t sidx,
-		   uint64_t n)
-{
-	struct share_arg a = {dst, didx, src, sidx, n};
-
-	return kv_write(e, share_apply, &a, 0);
-}
-
 /* The model of a share: src's written blocks, whole or short, read the
  * same in dst, its holes and unwritten blocks are holes there. */
 static void m_share(struct model *d, uint64_t didx, const struct model *s, uint64_t sidx,
@@ -300,8 +271,8 @@ static void share_large(void **state)
 	tu_fill(patch, sizeof(patch), 2);
 	assert_int_equal(tu_pwrite(e, a, 0, buf, len), 0);
 	assert_int_equal(kv_usage_get(e, &u0), 0);
-	assert_int_equal(f_share(e, b, 0, a, 0, nb), 0);
-	assert_int_equal(f_share(e, a, 0, a, 0, nb), -EINVAL);
+	assert_int_equal(tu_share(e, b, 0, a, 0, nb), 0);
+	assert_int_equal(tu_share(e, a, 0, a, 0, nb), -EINVAL);
 	assert_int_equal(kv_usage_get(e, &u1), 0);
 	assert_true(u1.blocks == u0.blocks); /* no data record added */
 	assert_int_equal(kv_read_begin(e, &t), 0);
@@ -317,7 +288,7 @@ static void share_large(void **state)
 	assert_int_equal(tu_pread(e, b, 0, len, got), (ssize_t)(nb * BS));
 	assert_memory_equal(got, buf, nb * BS);
 	/* a copy of the copy names the original's blocks (one step) */
-	assert_int_equal(f_share(e, c, 5, b, 0, nb), 0);
+	assert_int_equal(tu_share(e, c, 5, b, 0, nb), 0);
 	check_records(e, inos, 3);
 	/* writes to the copy and to the original, each across a block edge */
 	assert_int_equal(tu_pwrite(e, b, 300 * BS + 7, patch, sizeof(patch)), 0);
@@ -380,7 +351,7 @@ static void compressed(void **state)
 	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(buf));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* shared: the borrower reads the compressed home blocks */
-	assert_int_equal(f_share(e, b, 0, a, 0, 8), 0);
+	assert_int_equal(tu_share(e, b, 0, a, 0, 8), 0);
 	assert_int_equal(tu_pread(e, b, 0, sizeof(got), got), (ssize_t)sizeof(buf));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* a truncate into one: trimmed (and the borrower keeps its bytes) */
@@ -457,7 +428,7 @@ static void share_random(void **state)
 			didx = tu_rand(&s) % NB;
 			if (didx + n > NB)
 				n = NB - didx;
-			assert_int_equal(f_share(e, inos[f], didx, inos[g], sidx, n), 0);
+			assert_int_equal(tu_share(e, inos[f], didx, inos[g], sidx, n), 0);
 			m_share(&m[f], didx, &m[g], sidx, n);
 		} else if (r < 70) {
 			assert_int_equal(f_truncate(e, inos[f], off), 0);
