@@ -501,7 +501,9 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		pos = idx * bs + to;
 	}
 	rc = kv_unwritten_add(t, -unwritten_gone);
-	if (!rc && packed && !(t->env->super.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED))
+	/* asked of t's superblock each time, not of env->super: an op rolled
+	 * back after it set the bit there left the record without it */
+	if (!rc && packed)
 		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_COMPRESSED);
 	if (rc)
 		return rc;

@@ -379,6 +379,52 @@ static void compressed(void **state)
 	}
 }
 
+struct zwrite {
+	uint64_t ino;
+	const unsigned char *buf;
+	size_t len;
+	uint64_t sums[8];
+	size_t nsums;
+	struct kv_zblocks z;
+};
+
+/* A compressed write that its op then fails after all: rolled back. */
+static int zwrite_fail_apply(kv_txn *t, void *p)
+{
+	struct zwrite *a = p;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc)
+		rc = kv_data_write_sums(t, &in, 0, a->buf, a->len, a->sums, a->nsums, &a->z);
+	return rc ? rc : -EIO;
+}
+
+/* The first op that stored compressed blocks was rolled back (as an op
+ * short of room is, then run again): the write that stores them for good
+ * still sets the feature bit in the image, not only in memory. */
+static void compressed_bit_replayed(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = im->env;
+	uint64_t a = f_new(e, "a");
+	unsigned char buf[4 * BS];
+	struct zwrite w = {.ino = a, .buf = buf, .len = sizeof(buf)};
+	struct kv_super sb;
+
+	text_fill(buf, sizeof(buf), 1);
+	w.nsums = kv_data_sums(e, a, 0, buf, sizeof(buf), w.sums, 8);
+	assert_true(kv_data_compress(e, a, 0, buf, sizeof(buf), 3, w.sums, w.nsums, &w.z) == 4);
+	assert_int_equal(kv_write(e, zwrite_fail_apply, &w, 0), -EIO);
+	assert_true(compressed_blocks(e) == 0);
+	assert_int_equal(tu_pwrite_z(e, a, 0, buf, sizeof(buf), 3), 0);
+	assert_true(compressed_blocks(e) == 4);
+	tu_image_close(im);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	kv_super_get(im->env, &sb);
+	assert_true(sb.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED);
+}
+
 /* Random ops on NF small files, shares among them, against the models. */
 static void share_random(void **state)
 {
@@ -479,6 +525,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(share_large, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(compressed, setup_small, tu_teardown),
+	        cmocka_unit_test_setup_teardown(compressed_bit_replayed, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(share_random, setup_small, tu_teardown),
 	};
 
