@@ -72,9 +72,16 @@ static size_t held_len(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v)
 	if (v->mv_size < KV_CSUM_LEN || v->mv_size > bs + KV_CSUM_LEN)
 		return bs;
 	len = v->mv_size - KV_CSUM_LEN;
-	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER &&
-	    kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len) == KV_BLOCK_ZSTD)
-		return len;
+	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER) {
+		switch (kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len)) {
+		case KV_BLOCK_ZSTD:
+			return len;
+		case KV_BLOCK_OK:
+			return v->mv_size - KV_CSUM_LEN;
+		default: /* a damaged frame's data may be longer than it */
+			return bs;
+		}
+	}
 	return v->mv_size - KV_CSUM_LEN;
 }
 

@@ -379,6 +379,43 @@ static void compressed(void **state)
 	}
 }
 
+/* tu_raw_edit: one bit of a value's checksum flipped. */
+static void spoil_sum(unsigned char *val, size_t len, void *arg)
+{
+	(void)arg;
+	val[len - 1] ^= 1;
+}
+
+/* A compressed block whose checksum fails: a write or a punch over its
+ * start, shorter than its data but longer than its frame, is -EIO (the
+ * rest of its bytes cannot be kept), not a short block put in its place
+ * that reads zeros there; a write over all of it replaces it. */
+static void damaged_frame(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = im->env;
+	uint64_t a = f_new(e, "a");
+	unsigned char buf[2 * BS], got[2 * BS], kb[16];
+
+	text_fill(buf, sizeof(buf), 1);
+	assert_int_equal(tu_pwrite_z(e, a, 0, buf, sizeof(buf), 3), 0);
+	assert_true(compressed_blocks(e) == 2);
+	tu_image_close(im);
+	kv_put_be64(kb, a);
+	kv_put_be64(kb + 8, 0);
+	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_DATA], kb, 16, spoil_sum, NULL),
+			 0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	e = im->env;
+	assert_int_equal(tu_pread(e, a, 0, 10, got), -EIO);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, BS - 1), -EIO);
+	assert_int_equal(f_punch(e, a, 0, BS - 1), -EIO);
+	assert_int_equal(tu_pread(e, a, BS - 10, 10, got), -EIO);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, BS), 0);
+	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(got));
+	assert_memory_equal(got, buf, sizeof(buf));
+}
+
 struct zwrite {
 	uint64_t ino;
 	const unsigned char *buf;
@@ -525,6 +562,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(share_large, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(compressed, setup_small, tu_teardown),
+	        cmocka_unit_test_setup_teardown(damaged_frame, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(compressed_bit_replayed, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(share_random, setup_small, tu_teardown),
 	};
