@@ -442,8 +442,18 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	if (in->flags & (KV_INODE_LENDS | KV_INODE_BORROWS)) {
 		/* lent blocks are copied to their borrowers, borrowed ones let go
 		 * (those kept in part become the file's own first): share.c */
-		uint64_t a = off / bs, b = (end - 1) / bs + 1;
+		uint64_t a = off / bs, b = (end - 1) / bs + 1, next;
+		struct kv_extent x;
 
+		/* a borrowed block written becomes one more stored: past the room
+		 * for ordinary changes a write may only replace (room.c) */
+		if (kv_txn_reserved(t) && (in->flags & KV_INODE_BORROWS)) {
+			rc = kv_ext_find(t, in->ino, a, &x, &next);
+			if (rc == 0 || (rc == -ENOENT && next < b))
+				return -ENOSPC;
+			if (rc != -ENOENT)
+				return rc;
+		}
 		rc = kv_share_prepare(t, in, a, b, off % bs || end - a * bs < bs, end % bs != 0);
 		if (rc)
 			return rc;
