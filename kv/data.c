@@ -72,9 +72,16 @@ static size_t held_len(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v)
 	if (v->mv_size < KV_CSUM_LEN || v->mv_size > bs + KV_CSUM_LEN)
 		return bs;
 	len = v->mv_size - KV_CSUM_LEN;
-	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER &&
-	    kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len) == KV_BLOCK_ZSTD)
-		return len;
+	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER) {
+		switch (kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len)) {
+		case KV_BLOCK_ZSTD:
+			return len;
+		case KV_BLOCK_OK:
+			return v->mv_size - KV_CSUM_LEN;
+		default: /* a damaged frame's data may be longer than it */
+			return bs;
+		}
+	}
 	return v->mv_size - KV_CSUM_LEN;
 }
 
@@ -435,8 +442,18 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	if (in->flags & (KV_INODE_LENDS | KV_INODE_BORROWS)) {
 		/* lent blocks are copied to their borrowers, borrowed ones let go
 		 * (those kept in part become the file's own first): share.c */
-		uint64_t a = off / bs, b = (end - 1) / bs + 1;
+		uint64_t a = off / bs, b = (end - 1) / bs + 1, next;
+		struct kv_extent x;
 
+		/* a borrowed block written becomes one more stored: past the room
+		 * for ordinary changes a write may only replace (room.c) */
+		if (kv_txn_reserved(t) && (in->flags & KV_INODE_BORROWS)) {
+			rc = kv_ext_find(t, in->ino, a, &x, &next);
+			if (rc == 0 || (rc == -ENOENT && next < b))
+				return -ENOSPC;
+			if (rc != -ENOENT)
+				return rc;
+		}
 		rc = kv_share_prepare(t, in, a, b, off % bs || end - a * bs < bs, end % bs != 0);
 		if (rc)
 			return rc;
@@ -510,7 +527,9 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		pos = idx * bs + to;
 	}
 	rc = kv_unwritten_add(t, -unwritten_gone);
-	if (!rc && packed && !(t->env->super.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED))
+	/* asked of t's superblock each time, not of env->super: an op rolled
+	 * back after it set the bit there left the record without it */
+	if (!rc && packed)
 		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_COMPRESSED);
 	if (rc)
 		return rc;

@@ -22,6 +22,9 @@
  *     it, each borrower gets a copy under its own key (re-checksummed). A
  *     home that is deleted keeps its lent blocks under its number (inode
  *     numbers are never reused) until the last borrower lets go of them.
+ *     The copies add data: past the room for ordinary changes
+ *     (kv_txn_reserved) none is made (-ENOSPC), nor does a write there
+ *     make a borrowed block its own (data.c).
  *  5. An extent covers 1 to KV_EXTENT_MAX blocks: the lend records naming a
  *     block start at most KV_EXTENT_MAX - 1 blocks before it.
  *  6. in->nblocks counts borrowed blocks as the borrower's, as if each copy
@@ -391,6 +394,10 @@ static int lend_cow(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 	int mrc, rc;
 
 	while ((rc = lend_first(t, home, a, b, &x)) == 0) {
+		/* the copies add data: not past the room for ordinary changes,
+		 * where only what frees its own room may go (room.c) */
+		if (kv_txn_reserved(t))
+			return -ENOSPC;
 		lo = x.hfirst > a ? x.hfirst : a;
 		hi = b - x.hfirst < x.count ? b : x.hfirst + x.count;
 		kv_win_mark(t, x.ino); /* window.c invariant 3 */

@@ -550,25 +550,6 @@ static void purge(void **state)
 	free(got);
 }
 
-struct share_arg {
-	uint64_t dst, src, n;
-};
-
-static int share_apply(kv_txn *t, void *p)
-{
-	struct share_arg *a = p;
-	struct kv_inode d, s;
-	int rc = kv_inode_get(t, a->dst, &d);
-
-	if (!rc)
-		rc = kv_inode_get(t, a->src, &s);
-	if (!rc)
-		rc = kv_data_share(t, &d, 0, &s, 0, a->n);
-	if (!rc)
-		rc = kv_inode_put(t, &s);
-	return rc ? rc : kv_inode_put(t, &d);
-}
-
 /* A file that borrows blocks and stores some of its own: its purge drops
  * its own, and the blocks it borrowed stay with their home. */
 static void purge_borrower(void **state)
@@ -576,7 +557,6 @@ static void purge_borrower(void **state)
 	kv_env *e = env_of(state);
 	uint64_t a = f_new(e, "a"), b = f_new(e, "b"), bs = kv_block_size(e);
 	unsigned char *buf = malloc(4 * bs), *got = malloc(4 * bs);
-	struct share_arg sa = {.dst = b, .src = a, .n = 4};
 	struct purge_arg pa = {b};
 	struct kv_usage u;
 
@@ -584,7 +564,7 @@ static void purge_borrower(void **state)
 	assert_non_null(got);
 	tu_fill(buf, 4 * bs, 5);
 	assert_int_equal(tu_pwrite(e, a, 0, buf, 4 * bs), 0);
-	assert_int_equal(kv_write(e, share_apply, &sa, 0), 0);
+	assert_int_equal(tu_share(e, b, 0, a, 0, 4), 0);
 	assert_int_equal(tu_pwrite(e, b, 2 * bs, "own", 3), 0); /* a copy of its own */
 	assert_int_equal(tu_pwrite(e, b, 6 * bs, "own", 3), 0); /* a block of its own */
 	assert_int_equal(kv_usage_get(e, &u), 0);

@@ -321,6 +321,56 @@ static void truncate_when_full(void **state)
 	expect_content(im->env, "again", 8 << 20, 4);
 }
 
+/* Shared blocks on a full image: a write over a borrowed block stores one
+ * block more, and a write or a truncate of the original copies its lent
+ * blocks to the borrower first: each is refused (-ENOSPC), as the daemon's
+ * writes try (KV_OP_OVERWRITE) and truncates run (KV_OP_RESERVE), never
+ * taken from the reserve, which stays whole; once a delete made room they
+ * work, and the copy reads what it read. */
+static void shared_when_full(void **state)
+{
+	struct tu_image *im = image_of(state);
+	const uint64_t max = 8 << 20, nb = 32;
+	struct trunc_arg tr;
+	struct kv_usage u0, u1;
+	unsigned char *buf, *got;
+	uint64_t orig, copy, fill_ino, bs;
+
+	assert_int_equal(open_capped(im, max), 0);
+	bs = kv_block_size(im->env);
+	buf = malloc(nb * bs);
+	got = malloc(nb * bs);
+	assert_non_null(buf);
+	assert_non_null(got);
+	tu_fill(buf, nb * bs, 1);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "orig", 0100644, &orig), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "copy", 0100644, &copy), 0);
+	assert_int_equal(tu_pwrite(im->env, orig, 0, buf, nb * bs), 0);
+	assert_int_equal(tu_share(im->env, copy, 0, orig, 0, nb), 0);
+	assert_int_equal(tu_mkfile(im->env, KV_ROOT_INO, "fill", 0100644, &fill_ino), 0);
+	fill_up(im->env, fill_ino);
+	assert_int_equal(kv_usage_get(im->env, &u0), 0);
+	for (uint64_t i = 0; i < nb; i++)
+		assert_int_equal(tu_pwrite_daemon(im->env, copy, i * bs, buf, bs), -ENOSPC);
+	assert_int_equal(tu_pwrite_daemon(im->env, orig, 0, buf + bs, bs), -ENOSPC);
+	tr.ino = orig;
+	assert_int_equal(kv_write(im->env, trunc_apply, &tr, KV_OP_RESERVE), -ENOSPC);
+	assert_int_equal(kv_usage_get(im->env, &u1), 0);
+	assert_true(u1.blocks == u0.blocks);
+	assert_true(u1.extent_bytes <= max);
+	assert_int_equal(tu_pread(im->env, copy, 0, nb * bs, got), (ssize_t)(nb * bs));
+	assert_memory_equal(got, buf, nb * bs);
+
+	assert_int_equal(rm(im->env, "fill", KV_OP_RESERVE), 0);
+	assert_int_equal(tu_pwrite_daemon(im->env, copy, 0, buf + bs, bs), 0);
+	assert_int_equal(kv_write(im->env, trunc_apply, &tr, KV_OP_RESERVE), 0);
+	memcpy(buf, buf + bs, bs);
+	assert_int_equal(tu_pread(im->env, copy, 0, nb * bs, got), (ssize_t)(nb * bs));
+	assert_memory_equal(got, buf, nb * bs);
+	free(buf);
+	free(got);
+}
+
 /* kv_usage_get on another thread while deletes on a full image resize the
  * map (to the reserve and back): it reads LMDB's meta pages, which move
  * with the map, so it must hold the map still, as any reader does. */
@@ -374,6 +424,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(small_deletes_and_appends, tu_setup_closed, tu_teardown),
 		cmocka_unit_test_setup_teardown(max_size_below_image, tu_setup_closed, tu_teardown),
 		cmocka_unit_test_setup_teardown(truncate_when_full, tu_setup_closed, tu_teardown),
+		cmocka_unit_test_setup_teardown(shared_when_full, tu_setup_closed, tu_teardown),
 		cmocka_unit_test_setup_teardown(usage_beside_resizes, tu_setup_closed, tu_teardown),
 	};
 

@@ -42,35 +42,6 @@ static kv_env *env_of(void **state)
 	return ((struct tu_image *)*state)->env;
 }
 
-struct share_arg {
-	uint64_t dst, didx, src, sidx, n;
-};
-
-static int share_apply(kv_txn *t, void *p)
-{
-	struct share_arg *a = p;
-	struct kv_inode d, s;
-	int rc = kv_inode_get(t, a->dst, &d);
-
-	if (!rc)
-		rc = kv_inode_get(t, a->src, &s);
-	if (!rc)
-		rc = kv_data_share(t, &d, a->didx, &s, a->sidx, a->n);
-	if (!rc)
-		rc = kv_inode_put(t, &d);
-	if (!rc)
-		rc = kv_inode_put(t, &s);
-	return rc;
-}
-
-static int f_share(kv_env *e, uint64_t dst, uint64_t didx, uint64_t src, uint64_t sidx,
-		   uint64_t n)
-{
-	struct share_arg a = {dst, didx, src, sidx, n};
-
-	return kv_write(e, share_apply, &a, 0);
-}
-
 /* The model of a share: src's written blocks, whole or short, read the
  * same in dst, its holes and unwritten blocks are holes there. */
 static void m_share(struct model *d, uint64_t didx, const struct model *s, uint64_t sidx,
@@ -300,8 +271,8 @@ static void share_large(void **state)
 	tu_fill(patch, sizeof(patch), 2);
 	assert_int_equal(tu_pwrite(e, a, 0, buf, len), 0);
 	assert_int_equal(kv_usage_get(e, &u0), 0);
-	assert_int_equal(f_share(e, b, 0, a, 0, nb), 0);
-	assert_int_equal(f_share(e, a, 0, a, 0, nb), -EINVAL);
+	assert_int_equal(tu_share(e, b, 0, a, 0, nb), 0);
+	assert_int_equal(tu_share(e, a, 0, a, 0, nb), -EINVAL);
 	assert_int_equal(kv_usage_get(e, &u1), 0);
 	assert_true(u1.blocks == u0.blocks); /* no data record added */
 	assert_int_equal(kv_read_begin(e, &t), 0);
@@ -317,7 +288,7 @@ static void share_large(void **state)
 	assert_int_equal(tu_pread(e, b, 0, len, got), (ssize_t)(nb * BS));
 	assert_memory_equal(got, buf, nb * BS);
 	/* a copy of the copy names the original's blocks (one step) */
-	assert_int_equal(f_share(e, c, 5, b, 0, nb), 0);
+	assert_int_equal(tu_share(e, c, 5, b, 0, nb), 0);
 	check_records(e, inos, 3);
 	/* writes to the copy and to the original, each across a block edge */
 	assert_int_equal(tu_pwrite(e, b, 300 * BS + 7, patch, sizeof(patch)), 0);
@@ -383,7 +354,7 @@ static void compressed(void **state)
 	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(buf));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* shared: the borrower reads the compressed home blocks */
-	assert_int_equal(f_share(e, b, 0, a, 0, 8), 0);
+	assert_int_equal(tu_share(e, b, 0, a, 0, 8), 0);
 	assert_int_equal(tu_pread(e, b, 0, sizeof(got), got), (ssize_t)sizeof(buf));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* a truncate into one: trimmed (and the borrower keeps its bytes) */
@@ -409,6 +380,89 @@ static void compressed(void **state)
 		assert_int_equal(tu_pread(e, a, 3 * BS, 10, got), -EIO);
 		assert_int_equal(tu_pread(e, a, 0, 10, got), 10); /* the others read */
 	}
+}
+
+/* tu_raw_edit: one bit of a value's checksum flipped. */
+static void spoil_sum(unsigned char *val, size_t len, void *arg)
+{
+	(void)arg;
+	val[len - 1] ^= 1;
+}
+
+/* A compressed block whose checksum fails: a write or a punch over its
+ * start, shorter than its data but longer than its frame, is -EIO (the
+ * rest of its bytes cannot be kept), not a short block put in its place
+ * that reads zeros there; a write over all of it replaces it. */
+static void damaged_frame(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = im->env;
+	uint64_t a = f_new(e, "a");
+	unsigned char buf[2 * BS], got[2 * BS], kb[16];
+
+	text_fill(buf, sizeof(buf), 1);
+	assert_int_equal(tu_pwrite_z(e, a, 0, buf, sizeof(buf), 3), 0);
+	assert_true(compressed_blocks(e) == 2);
+	tu_image_close(im);
+	kv_put_be64(kb, a);
+	kv_put_be64(kb + 8, 0);
+	assert_int_equal(tu_raw_edit(im->path, kv_db_names[KV_DB_DATA], kb, 16, spoil_sum, NULL),
+			 0);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	e = im->env;
+	assert_int_equal(tu_pread(e, a, 0, 10, got), -EIO);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, BS - 1), -EIO);
+	assert_int_equal(f_punch(e, a, 0, BS - 1), -EIO);
+	assert_int_equal(tu_pread(e, a, BS - 10, 10, got), -EIO);
+	assert_int_equal(tu_pwrite(e, a, 0, buf, BS), 0);
+	assert_int_equal(tu_pread(e, a, 0, sizeof(got), got), (ssize_t)sizeof(got));
+	assert_memory_equal(got, buf, sizeof(buf));
+}
+
+struct zwrite {
+	uint64_t ino;
+	const unsigned char *buf;
+	size_t len;
+	uint64_t sums[8];
+	size_t nsums;
+	struct kv_zblocks z;
+};
+
+/* A compressed write that its op then fails after all: rolled back. */
+static int zwrite_fail_apply(kv_txn *t, void *p)
+{
+	struct zwrite *a = p;
+	struct kv_inode in;
+	int rc = kv_inode_get(t, a->ino, &in);
+
+	if (!rc)
+		rc = kv_data_write_sums(t, &in, 0, a->buf, a->len, a->sums, a->nsums, &a->z);
+	return rc ? rc : -EIO;
+}
+
+/* The first op that stored compressed blocks was rolled back (as an op
+ * short of room is, then run again): the write that stores them for good
+ * still sets the feature bit in the image, not only in memory. */
+static void compressed_bit_replayed(void **state)
+{
+	struct tu_image *im = *state;
+	kv_env *e = im->env;
+	uint64_t a = f_new(e, "a");
+	unsigned char buf[4 * BS];
+	struct zwrite w = {.ino = a, .buf = buf, .len = sizeof(buf)};
+	struct kv_super sb;
+
+	text_fill(buf, sizeof(buf), 1);
+	w.nsums = kv_data_sums(e, a, 0, buf, sizeof(buf), w.sums, 8);
+	assert_true(kv_data_compress(e, a, 0, buf, sizeof(buf), 3, w.sums, w.nsums, &w.z) == 4);
+	assert_int_equal(kv_write(e, zwrite_fail_apply, &w, 0), -EIO);
+	assert_true(compressed_blocks(e) == 0);
+	assert_int_equal(tu_pwrite_z(e, a, 0, buf, sizeof(buf), 3), 0);
+	assert_true(compressed_blocks(e) == 4);
+	tu_image_close(im);
+	assert_int_equal(tu_image_open(im, NULL), 0);
+	kv_super_get(im->env, &sb);
+	assert_true(sb.feature_incompat & KV_FEATURE_INCOMPAT_COMPRESSED);
 }
 
 /* Random ops on NF small files, shares among them, against the models. */
@@ -462,7 +516,7 @@ static void share_random(void **state)
 			didx = tu_rand(&s) % NB;
 			if (didx + n > NB)
 				n = NB - didx;
-			assert_int_equal(f_share(e, inos[f], didx, inos[g], sidx, n), 0);
+			assert_int_equal(tu_share(e, inos[f], didx, inos[g], sidx, n), 0);
 			m_share(&m[f], didx, &m[g], sidx, n);
 		} else if (r < 70) {
 			assert_int_equal(f_truncate(e, inos[f], off), 0);
@@ -513,6 +567,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(share_large, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(compressed, setup_small, tu_teardown),
+	        cmocka_unit_test_setup_teardown(damaged_frame, setup_small, tu_teardown),
+	        cmocka_unit_test_setup_teardown(compressed_bit_replayed, setup_small, tu_teardown),
 	        cmocka_unit_test_setup_teardown(share_random, setup_small, tu_teardown),
 	};
 

@@ -283,6 +283,35 @@ int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, siz
 	return tu_pwrite_z(env, ino, off, buf, len, 0);
 }
 
+struct share_arg {
+	uint64_t dst, didx, src, sidx, n;
+};
+
+static int share_apply(kv_txn *t, void *p)
+{
+	struct share_arg *a = p;
+	struct kv_inode d, s;
+	int rc = kv_inode_get(t, a->dst, &d);
+
+	if (!rc)
+		rc = kv_inode_get(t, a->src, &s);
+	if (!rc)
+		rc = kv_data_share(t, &d, a->didx, &s, a->sidx, a->n);
+	if (!rc)
+		rc = kv_inode_put(t, &d);
+	if (!rc)
+		rc = kv_inode_put(t, &s);
+	return rc;
+}
+
+int tu_share(kv_env *env, uint64_t dst, uint64_t didx, uint64_t src, uint64_t sidx,
+	     uint64_t n)
+{
+	struct share_arg a = {dst, didx, src, sidx, n};
+
+	return kv_write(env, share_apply, &a, 0);
+}
+
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf)
 {
 	/* at most a data and a zero segment per block, plus zero runs split

@@ -62,6 +62,10 @@ int tu_pwrite_sums(kv_env *env, uint64_t ino, uint64_t off, const void *buf, siz
  * 0: none), as a mount with -o compress writes. */
 int tu_pwrite_z(kv_env *env, uint64_t ino, uint64_t off, const void *buf, size_t len,
 		int level);
+/* Blocks [sidx, sidx + n) of src shared into dst at didx (kv_data_share,
+ * as copy_file_range), both inodes stored, in one op. */
+int tu_share(kv_env *env, uint64_t dst, uint64_t didx, uint64_t src, uint64_t sidx,
+	     uint64_t n);
 /* Read [off, off + len) of the file (its stored size) into buf: the byte
  * count, or a negative errno. */
 ssize_t tu_pread(kv_env *env, uint64_t ino, uint64_t off, size_t len, void *buf);
