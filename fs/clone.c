@@ -16,7 +16,9 @@
  *     the copy's own.
  *  3. The caller must be allowed, by the modes and the access ACLs, to read
  *     every regular file and to list and search every directory of SRC,
- *     and to write and search DST's parent; root always is, as for cp.
+ *     to write and search DST's parent, and to search every directory
+ *     above it (the ioctl names the parent by number: no path was
+ *     checked); root always is, as for cp.
  *     Else nothing is made (-EACCES). Devices need root (-EPERM), as mknod.
  *  4. DST may not lie within SRC (-EINVAL): the walk would meet its own
  *     copy.
@@ -284,21 +286,27 @@ static int clone_dir(kv_txn *t, struct clone_args *a, struct pair p)
 	return rc;
 }
 
-/* -EINVAL when dir is src or lies below it (invariant 4). */
-static int outside(kv_txn *t, uint64_t dir, uint64_t src)
+/* The path to DST's parent dir, walked up by parent pointers to the root:
+ * the caller must be able to search every directory above it (the ioctl
+ * names the parent by number, so the kernel checked no path to it; a
+ * directory reached only through a bind mount is refused), and when SRC is
+ * a directory none of them, dir included, may be SRC (invariants 3, 4). */
+static int path_ok(kv_txn *t, const struct clone_args *a, const struct kv_inode *dir,
+		   int src_dir)
 {
-	struct kv_inode in;
+	struct kv_inode in = *dir;
 	int rc;
 
 	for (unsigned depth = 0; depth < 65536; depth++) {
-		if (dir == src)
+		if (src_dir && in.ino == a->src)
 			return -EINVAL;
-		if (dir == KV_ROOT_INO)
+		if (in.ino == KV_ROOT_INO)
 			return 0;
-		rc = kv_inode_get(t, dir, &in);
+		rc = kv_inode_get(t, in.parent, &in);
 		if (rc)
 			return rc;
-		dir = in.parent;
+		if (!permits(t, a->cred, &in, MAY_EXEC))
+			return -EACCES;
 	}
 	return -ELOOP; /* a cycle of parents: damage fsck repairs */
 }
@@ -328,8 +336,8 @@ static int apply_clone(kv_txn *t, void *arg)
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
 	rc = kv_inode_get(t, a->src, &src);
-	if (!rc && S_ISDIR(src.mode))
-		rc = outside(t, a->dst_parent, a->src);
+	if (!rc)
+		rc = path_ok(t, a, &parent, S_ISDIR(src.mode));
 	if (!rc)
 		rc = clone_node(t, a, &src, &parent, a->name, a->len);
 	while (!rc && a->qhead < a->qlen)

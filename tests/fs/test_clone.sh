@@ -289,8 +289,7 @@ expect "--help exits 0" eval '"$CLONE_BIN" --help | grep -q "usage: kvfs-clone"'
 
 # KVFS_IOC_CLONE sent straight, past the tool's checks: ioctl SRC PARENT
 # NAME prints ok or the errno's name
-ioctl() {
-	python3 - "$@" <<'EOF'
+cat >"$T/ioctl.py" <<'EOF'
 import errno, fcntl, os, struct, sys
 src, parent, name = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
 ino = int(parent) if parent.isdigit() else os.stat(parent).st_ino
@@ -302,7 +301,20 @@ try:
 except OSError as e:
     print(errno.errorcode[e.errno])
 EOF
-}
+ioctl() { python3 - "$@" <"$T/ioctl.py"; }
+# a parent the user reaches by no path it may search: the ioctl names it by
+# number, so the daemon walks the path up itself
+mkdir -p "$MNT/locked/open"
+chmod 700 "$MNT/locked"
+chmod 777 "$MNT/locked/open"
+echo planted >"$MNT/pubfile"
+chmod 644 "$MNT/pubfile"
+got=$(as_user /usr/bin/python3 - "$MNT/pubfile" "$(stat -c %i "$MNT/locked/open")" planted \
+	<"$T/ioctl.py" 2>&1)
+expect "ioctl: a parent behind a directory the user may not search ($got)" [ "$got" = EACCES ]
+absent "$MNT/locked/open/planted"
+expect "ioctl: root may" [ "$(ioctl "$MNT/pubfile" "$MNT/locked/open" planted)" = ok ]
+rm -rf "$MNT/locked" "$MNT/pubfile"
 expect "ioctl: DST exists" [ "$(ioctl "$MNT/src" "$MNT" ref)" = EEXIST ]
 expect "ioctl: DST inside SRC" [ "$(ioctl "$MNT/src" "$MNT/src/a" new)" = EINVAL ]
 expect "ioctl: DST is SRC's own child name" [ "$(ioctl "$MNT/src" "$MNT/src" new)" = EINVAL ]
