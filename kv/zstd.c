@@ -86,7 +86,9 @@ int kv_block_unz(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t len)
 	if (!z->dctx && !(z->dctx = ZSTD_createDCtx()))
 		return -ENOMEM;
 	if (z->reading) {
-		if (z->used + bs > z->cap && grow(&z->buf, &z->cap, z->used + bs) != 0)
+		/* grown only while empty: a move would leave the read's earlier
+		 * blocks behind (kv_z_begin_read made the room it needs) */
+		if (z->used + bs > z->cap && (z->used || grow(&z->buf, &z->cap, bs) != 0))
 			return -ENOMEM;
 		out = z->buf + z->used;
 		z->used += bs;
