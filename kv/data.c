@@ -93,7 +93,7 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 
 	assert(kv_txn_mine(t));
 	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-	if (mrc == MDB_NOTFOUND && atomic_load_explicit(&t->env->shared, memory_order_acquire)) {
+	if (mrc == MDB_NOTFOUND && kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED)) {
 		struct kv_extent x;
 		uint64_t next;
 
@@ -164,6 +164,7 @@ int kv_feature_set(kv_txn *t, uint64_t bit)
 	if (rc)
 		return rc;
 	e->super.feature_incompat |= bit;
+	atomic_fetch_or(&e->features, bit); /* readers look for such records from now on */
 	if (s.feature_incompat & bit)
 		return 0;
 	s.feature_incompat |= bit;
@@ -173,16 +174,11 @@ int kv_feature_set(kv_txn *t, uint64_t bit)
 
 int kv_feature_add(kv_txn *t, uint64_t incompat)
 {
-	int rc;
-
 	if (!t->write)
 		return -EROFS;
 	if (incompat & ~KV_FEATURE_INCOMPAT_KNOWN)
 		return -EINVAL;
-	rc = kv_feature_set(t, incompat);
-	if (!rc && (incompat & KV_FEATURE_INCOMPAT_SHARED))
-		atomic_store(&t->env->shared, 1); /* reads look for extents from now on */
-	return rc;
+	return kv_feature_set(t, incompat);
 }
 
 /* Store n as the count in t (the role): published after its commit. */
@@ -319,7 +315,7 @@ static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, s
 			 struct iovec *iov, int iovmax, int *iovcnt)
 {
 	const uint64_t bs = t->env->super.block_size;
-	const int shared = atomic_load_explicit(&t->env->shared, memory_order_acquire);
+	const int shared = kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED);
 	struct kv_extent xv = {0}; /* the extent last found (count 0: none) */
 	unsigned char kb[16];
 	uint64_t end, pos = off, idx;
@@ -784,7 +780,7 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	}
 	if (mrc && mrc != MDB_NOTFOUND)
 		return kv_err(t, mrc, "count holes");
-	if (atomic_load_explicit(&t->env->shared, memory_order_acquire)) {
+	if (kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED)) {
 		/* borrowed blocks are no holes (share.c invariant 3: never
 		 * stored ones too) */
 		for (uint64_t pos = first, next; pos <= last;) {
@@ -875,7 +871,7 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 		return -EINVAL;
 	if (off >= size)
 		return -ENXIO;
-	if (atomic_load_explicit(&t->env->shared, memory_order_acquire))
+	if (kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED))
 		return seek_shared(t, ino, size, off, whence, out);
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)

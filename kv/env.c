@@ -363,7 +363,7 @@ static int open_dbs(kv_env *e, char *err, size_t errlen)
 		rc = -EIO;
 		goto txn_abort;
 	}
-	atomic_store(&e->shared, (e->super.feature_incompat & KV_FEATURE_INCOMPAT_SHARED) != 0);
+	atomic_store(&e->features, e->super.feature_incompat);
 	{
 		uint64_t n;
 

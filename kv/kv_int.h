@@ -174,7 +174,8 @@ struct kv_env {
 	atomic_int zlevel;        /* compress the blocks the writer merges (kv_set_compress) */
 
 	/* shared blocks (share.c) */
-	atomic_int shared;        /* extents may exist: reads look for them in holes */
+	_Atomic uint64_t features; /* super.feature_incompat for readers (super is the
+				     role's): set at open and by kv_feature_set */
 	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
 	                             i is not there (read as empty) */
 };
@@ -396,6 +397,12 @@ int kv_share_purge(kv_txn *txn, uint64_t ino, uint64_t flags);
  * after idx not known lent), -errno. With *next the first block after idx
  * some lend record starts at (UINT64_MAX: none). */
 int kv_lend_covered(kv_txn *txn, uint64_t home, uint64_t idx, uint64_t *end, uint64_t *next);
+/* Whether the image may hold records of incompatible feature bit (the
+ * last commit's, or the open op's: a bit set too early is harmless). */
+static inline int kv_has_feature(kv_env *e, uint64_t bit)
+{
+	return (atomic_load_explicit(&e->features, memory_order_acquire) & bit) != 0;
+}
 /* Set an incompat feature bit in t's superblock (data.c). */
 int kv_feature_set(kv_txn *txn, uint64_t bit);
 

@@ -607,7 +607,6 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_SHARED);
 		if (rc)
 			return rc;
-		atomic_store(&t->env->shared, 1);
 	}
 	if ((didx + n) * bs > dst->size)
 		dst->size = (didx + n) * bs;

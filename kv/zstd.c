@@ -68,8 +68,11 @@ void kv_z_begin_read(kv_txn *t, size_t len)
 
 	z->used = 0;
 	z->reading = 1;
-	/* a failure shows when a block needs the room (-ENOMEM then) */
-	(void)grow(&z->buf, &z->cap, need);
+	/* an image without compressed blocks needs no room (the bit is set in
+	 * the op that stores the first, before any reader can see it); a
+	 * failure shows when a block needs the room (-ENOMEM then) */
+	if (kv_has_feature(t->env, KV_FEATURE_INCOMPAT_COMPRESSED))
+		(void)grow(&z->buf, &z->cap, need);
 }
 
 void kv_z_end_read(kv_txn *t)
