@@ -139,9 +139,8 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 	if (!t->write)
 		return -EROFS;
 	flags = inode_flags(t, ino);
-	if (flags & (KV_INODE_LENDS | KV_INODE_BORROWS))
-		rc = kv_share_purge(t, ino, flags); /* its own blocks, but the lent */
-	else
+	rc = kv_share_purge(t, ino, flags, &unwritten); /* extents; a lender's blocks */
+	if (!rc && !(flags & KV_INODE_LENDS))
 		rc = delete_prefix(t, KV_DB_DATA, ino, &unwritten);
 	if (!rc)
 		rc = kv_unwritten_add(t, -unwritten); /* data.c invariant 5 */

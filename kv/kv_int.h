@@ -389,10 +389,13 @@ int kv_ext_own(kv_txn *txn, struct kv_inode *in, uint64_t idx);
  * borrowed ones of the range are let go (in->nblocks drops by them). */
 int kv_share_prepare(kv_txn *txn, struct kv_inode *in, uint64_t a, uint64_t b,
 		     int keep_first, int keep_last);
-/* An inode's purge: its extents go (blocks no one borrows any more of a
- * deleted home are dropped); blocks it lends are kept for their borrowers
- * (the deleted inode's number stays their home); *kept: 1 when some are. */
-int kv_share_purge(kv_txn *txn, uint64_t ino, uint64_t flags);
+/* An inode's purge, its part of it (flags: the inode's): its extents go
+ * (blocks no one borrows any more of a deleted home are dropped); when it
+ * lends, its own blocks go but those lent, kept for their borrowers (the
+ * deleted inode's number stays their home). *unwritten counts the
+ * unwritten blocks dropped. The caller drops the blocks of one that does
+ * not lend. */
+int kv_share_purge(kv_txn *txn, uint64_t ino, uint64_t flags, int64_t *unwritten);
 /* Whether block idx of home is lent: 0 no, 1 yes (*end: the first block
  * after idx not known lent), -errno. With *next the first block after idx
  * some lend record starts at (UINT64_MAX: none). */

@@ -117,25 +117,44 @@ int kv_ext_block(kv_txn *t, const struct kv_extent *x, uint64_t idx, MDB_val *v,
 	return kv_block_check(t, x->home, h, v, len);
 }
 
+/* A cursor on home's lend records from the first that may name block idx
+ * (invariant 5), *mrc MDB_SET_RANGE's code there; NULL with *rc 0 on a
+ * version 1 image (it has none), with *rc an error else. kb: the key's
+ * room, k and v: where the record is. */
+static MDB_cursor *lend_from(kv_txn *t, uint64_t home, uint64_t idx, unsigned char kb[32],
+			     MDB_val *k, MDB_val *v, int *mrc, int *rc)
+{
+	MDB_cursor *c;
+
+	*rc = 0;
+	*mrc = MDB_NOTFOUND;
+	if (missing(t, KV_DB_LEND))
+		return NULL;
+	c = kv_cursor(t, KV_DB_LEND, rc);
+	if (!c)
+		return NULL;
+	memset(kb, 0, 32);
+	kv_put_be64(kb, home);
+	kv_put_be64(kb + 8, idx >= KV_EXTENT_MAX - 1 ? idx - (KV_EXTENT_MAX - 1) : 0);
+	*k = (MDB_val){32, kb};
+	*mrc = mdb_cursor_get(c, k, v, MDB_SET_RANGE);
+	return c;
+}
+
 int kv_lend_covered(kv_txn *t, uint64_t home, uint64_t idx, uint64_t *end, uint64_t *next)
 {
-	unsigned char kb[32] = {0};
-	MDB_val k = {32, kb}, v;
+	unsigned char kb[32];
+	MDB_val k, v;
 	struct kv_extent x;
 	MDB_cursor *c;
 	int mrc, rc;
 
 	*end = idx;
 	*next = UINT64_MAX;
-	if (missing(t, KV_DB_LEND))
-		return 0;
-	c = kv_cursor(t, KV_DB_LEND, &rc);
+	c = lend_from(t, home, idx, kb, &k, &v, &mrc, &rc);
 	if (!c)
 		return rc;
-	kv_put_be64(kb, home);
-	kv_put_be64(kb + 8, idx >= KV_EXTENT_MAX - 1 ? idx - (KV_EXTENT_MAX - 1) : 0);
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != home)
 			break;
 		rc = decode(t, KV_DB_LEND, &k, &v, &x);
@@ -356,20 +375,15 @@ static int copy_block(kv_txn *t, uint64_t home, uint64_t h, MDB_val *v, uint64_t
 /* The first lend record of home naming a block of [a, b). */
 static int lend_first(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, struct kv_extent *x)
 {
-	unsigned char kb[32] = {0};
-	MDB_val k = {32, kb}, v;
+	unsigned char kb[32];
+	MDB_val k, v;
 	MDB_cursor *c;
 	int mrc, rc;
 
-	if (missing(t, KV_DB_LEND))
-		return -ENOENT;
-	c = kv_cursor(t, KV_DB_LEND, &rc);
+	c = lend_from(t, home, a, kb, &k, &v, &mrc, &rc);
 	if (!c)
-		return rc;
-	kv_put_be64(kb, home);
-	kv_put_be64(kb + 8, a >= KV_EXTENT_MAX - 1 ? a - (KV_EXTENT_MAX - 1) : 0);
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		return rc ? rc : -ENOENT;
+	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != home)
 			return -ENOENT;
 		rc = decode(t, KV_DB_LEND, &k, &v, x);
@@ -447,21 +461,16 @@ int kv_share_prepare(kv_txn *t, struct kv_inode *in, uint64_t a, uint64_t b, int
 	return rc;
 }
 
-int kv_share_purge(kv_txn *t, uint64_t ino, uint64_t flags)
+int kv_share_purge(kv_txn *t, uint64_t ino, uint64_t flags, int64_t *unwritten)
 {
 	uint64_t dropped;
-	int64_t unwritten = 0;
 	int rc = 0;
 
 	if (flags & KV_INODE_BORROWS)
 		rc = ext_cut(t, ino, 0, UINT64_MAX, &dropped);
-	if (rc)
-		return rc;
-	if (flags & KV_INODE_LENDS)
-		rc = drop_unlent(t, ino, 0, UINT64_MAX, &unwritten);
-	else
-		rc = drop_blocks(t, ino, 0, UINT64_MAX, &unwritten);
-	return rc ? rc : kv_unwritten_add(t, -unwritten);
+	if (!rc && (flags & KV_INODE_LENDS))
+		rc = drop_unlent(t, ino, 0, UINT64_MAX, unwritten);
+	return rc;
 }
 
 /* ---------------------------------------------------------- the share -- */
