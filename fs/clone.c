@@ -170,10 +170,10 @@ static void owner_of(const struct clone_args *a, const struct kv_inode *src, str
 		in->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
 }
 
-/* The regular file src's data: its blocks shared, a short last one copied. */
+/* The regular file src's data: its blocks shared, a short last one too. */
 static int share_data(kv_txn *t, struct clone_args *a, struct kv_inode *src, struct kv_inode *in)
 {
-	uint64_t flags = src->flags, bs = fs.block_size;
+	uint64_t bs = fs.block_size;
 	int rc;
 
 	in->size = 0;
@@ -182,7 +182,7 @@ static int share_data(kv_txn *t, struct clone_args *a, struct kv_inode *src, str
 		return rc;
 	in->size = src->size; /* the share counts whole blocks */
 	a->out->bytes += src->size;
-	return src->flags != flags ? kv_inode_put(t, src) : 0;
+	return 0;
 }
 
 /* Copy src under the name in directory dir (its record stored by the

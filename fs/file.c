@@ -450,7 +450,7 @@ static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
 		      struct kv_inode *dst, uint64_t n)
 {
 	const uint64_t bs = fs.block_size;
-	uint64_t head = (bs - a->off_out % bs) % bs, blocks, last, src_flags = src->flags;
+	uint64_t head = (bs - a->off_out % bs) % bs, blocks, last;
 	int rc = 0;
 
 	if (head > n)
@@ -468,8 +468,6 @@ static int share_copy(kv_txn *t, struct copy_args *a, struct kv_inode *src,
 		return -ENOSPC; /* it adds records: the image is full */
 	rc = kv_data_share(t, dst, (a->off_out + head) / bs, src, (a->off_in + head) / bs,
 			   blocks + last);
-	if (!rc && src->flags != src_flags)
-		rc = kv_inode_put(t, src);
 	if (rc)
 		return rc;
 	if (last) {

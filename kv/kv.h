@@ -440,8 +440,9 @@ int kv_data_seek(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, int whe
  * borrows are lent (their home is the file that stores them), its holes
  * and unwritten blocks become holes. dst's size grows to cover the range
  * if it must (a caller that shares a file's short last block sets dst's
- * size to src's after). Sets KV_INODE_BORROWS on dst
- * and KV_INODE_LENDS on src when it lends: the caller stores both inodes.
+ * size to src's after). Sets KV_INODE_BORROWS on dst (the caller stores
+ * dst) and KV_INODE_LENDS on src when it first lends (src's record is
+ * stored then).
  * -EINVAL: dst and src are one file. -EIO: damaged records. -EROFS,
  * -ENOSPC. */
 int kv_data_share(kv_txn *txn, struct kv_inode *dst, uint64_t didx, struct kv_inode *src,

@@ -610,8 +610,12 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 	rc = run_flush(t, &r);
 	if (rc)
 		return rc;
-	if (r.lent)
+	if (r.lent && !(src->flags & KV_INODE_LENDS)) {
 		src->flags |= KV_INODE_LENDS; /* invariant 7 */
+		rc = kv_inode_put(t, src);
+		if (rc)
+			return rc;
+	}
 	if (r.any) {
 		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_SHARED);
 		if (rc)

@@ -297,11 +297,7 @@ static int share_apply(kv_txn *t, void *p)
 		rc = kv_inode_get(t, a->src, &s);
 	if (!rc)
 		rc = kv_data_share(t, &d, a->didx, &s, a->sidx, a->n);
-	if (!rc)
-		rc = kv_inode_put(t, &d);
-	if (!rc)
-		rc = kv_inode_put(t, &s);
-	return rc;
+	return rc ? rc : kv_inode_put(t, &d); /* s: stored by the share if it changed */
 }
 
 int tu_share(kv_env *env, uint64_t dst, uint64_t didx, uint64_t src, uint64_t sidx,
