@@ -48,7 +48,7 @@ int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t *le
 	case KV_BLOCK_OK:
 		return 0;
 	case KV_BLOCK_ZSTD: /* stored compressed: its bytes, decompressed (zstd.c) */
-		return kv_block_unz(t, ino, idx, (MDB_val *)v, *len);
+		return kv_block_unz(t, ino, idx, v, *len);
 	case KV_BLOCK_BAD_LEN:
 		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
 		       (unsigned long long)idx, v->mv_size);
@@ -574,7 +574,7 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 			break;
 		uint64_t from = off > idx * bs ? off - idx * bs : 0;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
-		blen = kv_block_unwritten(&v) ? 0 : held_len(t, in->ino, idx, &v);
+		blen = held_len(t, in->ino, idx, &v); /* 0: an unwritten block */
 		/* a block dropped whole needs no check (so damage can be cut out);
 		 * one partly kept is verified first */
 		if (!(from == 0 && to >= blen) && (rc = kv_block_check(t, in->ino, idx, &v, &blen)))
