@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine.h"
 #include "kv.h"
 
 extern const char *const kv_db_names[KV_NDB];
@@ -88,6 +89,8 @@ struct kv_reader {
 };
 
 struct kv_env {
+	const struct kv_engine *eng; /* the store below (engine.h) */
+	void *eng_priv;           /* the engine's own state */
 	MDB_env *env;
 	MDB_dbi dbi[KV_NDB];
 	char *path;

@@ -1,0 +1,147 @@
+/*
+ * engine.h - the store below kv/'s record layer.
+ *
+ * The record layer (superblock, inodes, dirents, blocks, xattrs, orphans,
+ * shares, checksums, the writer and its batches) keeps its records in
+ * KV_NDB ordered maps of byte-string keys to byte-string values. An engine
+ * is the only code that knows where they live: LMDB (lmdb.c, one image
+ * file, zero-copy reads from its map) or PostgreSQL (pg.c, one table per
+ * map, for many mounts of one filesystem). An image is named by a path
+ * (LMDB) or a postgresql:// URL; kv_engine_for picks the engine.
+ *
+ * Contract (every engine):
+ *  1. Keys order as memcmp, then length (a shorter key first when one is
+ *     the other's prefix): cursors walk them in that order.
+ *  2. Return codes: 0, a positive errno value, or one of the KV_E* codes
+ *     below. err.c maps them to negative errno values (kv_err).
+ *  3. A read transaction sees one snapshot, the state as of some commit,
+ *     from its begin to its end, whatever commits meanwhile. A write
+ *     transaction sees its own changes at once. Only one write transaction
+ *     (with its children) is open per env, and a transaction is used by one
+ *     thread at a time (the writer's role hands a write one on: kv_int.h).
+ *  4. A child transaction (txn_begin with a parent) sees its parent's
+ *     changes; its commit folds its changes into the parent, its abort
+ *     drops them and nothing else. The parent is not used while a child is
+ *     open.
+ *  5. Values returned by get and by a cursor stay valid, unchanged, until
+ *     the transaction ends (commit, abort, read_end) or the key is written
+ *     or deleted in it, except that cur_forget lets a cursor drop values it
+ *     returned before (whole-map walks call it so that an engine which
+ *     copies values need not keep the map in memory).
+ *  6. A cursor sees its transaction's own writes, also those made after it
+ *     was positioned. After cur_del, KV_NEXT gives the key after the one
+ *     deleted and KV_GET_CURRENT is not to be asked. KV_NEXT on a cursor
+ *     not yet positioned is KV_FIRST; KV_NEXT past the last key and KV_PREV
+ *     before the first give KV_ENOTFOUND and leave it unpositioned.
+ *  7. A put with KV_PUT_RESERVE stores a value of v->size bytes that the
+ *     caller writes at v->data (set by put) before its next call into the
+ *     engine for that transaction.
+ *  8. A commit that returns 0 is durable when env->durability is
+ *     KV_DURABLE_FULL; otherwise after the next sync.
+ */
+#ifndef KVFS_ENGINE_H
+#define KVFS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv.h"
+
+/* A key or value: size bytes at data. (LMDB's MDB_val has this layout;
+ * lmdb.c checks it.) */
+typedef struct kv_val {
+	size_t size;
+	void *data;
+} kv_val;
+
+typedef struct kv_etxn kv_etxn; /* an engine's transaction */
+typedef struct kv_ecur kv_ecur; /* an engine's cursor on one map of a transaction */
+
+/* Codes beside errno values (contract 2). The values are LMDB's, so that
+ * its engine passes them on as they are (lmdb.c checks it). */
+#define KV_ENOTFOUND (-30798)    /* no such key; a cursor past either end */
+#define KV_EKEYEXIST (-30799)    /* KV_PUT_NOOVERWRITE: the key is there */
+#define KV_EMAP_FULL (-30792)    /* the store is full (LMDB: the map) */
+#define KV_ETXN_FULL (-30788)    /* the transaction holds as much as it can */
+#define KV_EREADERS_FULL (-30790) /* no room for another read transaction */
+#define KV_EINVAL (-30793)       /* not a store of this engine */
+#define KV_EVERSION (-30794)     /* a store of another version of the engine */
+#define KV_EMAP_RESIZED (-30785) /* LMDB: another process grew the map */
+
+/* Cursor operations (values as LMDB's MDB_cursor_op). */
+enum kv_cop {
+	KV_FIRST = 0,
+	KV_GET_CURRENT = 4,
+	KV_LAST = 6,
+	KV_NEXT = 8,
+	KV_PREV = 12,
+	KV_SET_KEY = 16,   /* exactly the key given; k and v are set */
+	KV_SET_RANGE = 17, /* the first key at or after the one given */
+};
+
+/* put flags (values as LMDB's). */
+#define KV_PUT_NOOVERWRITE 0x10
+#define KV_PUT_RESERVE 0x10000
+
+/* txn_begin flags. */
+#define KV_TXN_RDONLY 0x20000
+
+struct kv_engine {
+	const char *name;
+	/* Make an empty store at where (nothing there, or force: replace what
+	 * is), its maps created, and open it read-write in e (e->path is
+	 * where). A message in err on failure. */
+	int (*create)(kv_env *e, int force, char *err, size_t errlen);
+	/* Open the store e->path names (e->readonly, e->durability,
+	 * e->max_size set): its maps there and checked, e->page_size set. A
+	 * message in err on failure; nothing left changed. */
+	int (*open)(kv_env *e, char *err, size_t errlen);
+	void (*close)(kv_env *e);
+
+	int (*txn_begin)(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **out);
+	int (*txn_commit)(kv_env *e, kv_etxn *x);
+	void (*txn_abort)(kv_env *e, kv_etxn *x);
+	/* A thread's recycled read transaction: begun (*x NULL) or renewed,
+	 * and reset at its end; freed by read_free. */
+	int (*read_begin)(kv_env *e, kv_etxn **x);
+	void (*read_end)(kv_env *e, kv_etxn *x);
+	void (*read_free)(kv_env *e, kv_etxn *x);
+
+	int (*get)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v);
+	int (*put)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
+		   unsigned flags);
+	int (*del)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k);
+	/* Records in db (fsck and dump's summaries). */
+	int (*count)(kv_env *e, kv_etxn *x, enum kv_db db, uint64_t *n);
+
+	int (*cur_open)(kv_env *e, kv_etxn *x, enum kv_db db, kv_ecur **out);
+	/* A read transaction's cursor, kept while it was reset: valid again in x. */
+	int (*cur_renew)(kv_env *e, kv_etxn *x, kv_ecur *c);
+	void (*cur_close)(kv_env *e, kv_ecur *c);
+	int (*cur_get)(kv_env *e, kv_ecur *c, kv_val *k, kv_val *v, enum kv_cop op);
+	int (*cur_del)(kv_env *e, kv_ecur *c);
+	void (*cur_forget)(kv_env *e, kv_ecur *c);
+
+	/* Make every commit so far durable. */
+	int (*sync)(kv_env *e);
+	/* Sizes for statfs and the tools (the room fields for stores without
+	 * a map of their own: 0). */
+	int (*usage)(kv_env *e, struct kv_usage *u);
+	/* A copy of the store for kv_backup; -EOPNOTSUPP with a message in err
+	 * where the database's own tools do it. */
+	int (*backup)(kv_env *e, const char *dest, char *err, size_t errlen);
+	const char *(*strerror)(int code);
+	/* The store grows a map of its own in one file (room.c, flusher.c,
+	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
+	 * never fills, and nothing is allocated ahead. */
+	int map;
+};
+
+extern const struct kv_engine kv_engine_lmdb;
+extern const struct kv_engine kv_engine_pg;
+
+/* The engine of an image name: kv_engine_pg for postgresql:// and
+ * postgres:// URLs, else kv_engine_lmdb. */
+const struct kv_engine *kv_engine_for(const char *where);
+
+#endif
