@@ -35,23 +35,23 @@
 
 static const unsigned char zeros[KV_BLOCK_SIZE_MAX];
 
-static MDB_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
+static kv_val block_key(unsigned char buf[16], uint64_t ino, uint64_t idx)
 {
 	kv_put_be64(buf, ino);
 	kv_put_be64(buf + 8, idx);
-	return (MDB_val){16, buf};
+	return (kv_val){16, buf};
 }
 
-int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t *len)
+int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, kv_val *v, size_t *len)
 {
-	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->mv_data, v->mv_size, len)) {
+	switch (kv_block_verify(t->env->super.block_size, ino, idx, v->data, v->size, len)) {
 	case KV_BLOCK_OK:
 		return 0;
 	case KV_BLOCK_ZSTD: /* stored compressed: its bytes, decompressed (zstd.c) */
 		return kv_block_unz(t, ino, idx, v, *len);
 	case KV_BLOCK_BAD_LEN:
 		kv_log("inode %llu block %llu: bad length %zu", (unsigned long long)ino,
-		       (unsigned long long)idx, v->mv_size);
+		       (unsigned long long)idx, v->size);
 		return -EIO;
 	default:
 		kv_log("inode %llu block %llu: checksum mismatch", (unsigned long long)ino,
@@ -64,36 +64,36 @@ int kv_block_check(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t *le
  * change keeps any of them: a compressed block's are its frame's content
  * size (its checksum checked, nothing decompressed); a value too damaged
  * to tell counts as a whole block. */
-static size_t held_len(kv_txn *t, uint64_t ino, uint64_t idx, const MDB_val *v)
+static size_t held_len(kv_txn *t, uint64_t ino, uint64_t idx, const kv_val *v)
 {
 	const uint64_t bs = t->env->super.block_size;
 	size_t len;
 
-	if (v->mv_size < KV_CSUM_LEN || v->mv_size > bs + KV_CSUM_LEN)
+	if (v->size < KV_CSUM_LEN || v->size > bs + KV_CSUM_LEN)
 		return bs;
-	len = v->mv_size - KV_CSUM_LEN;
-	if (len >= 4 && kv_get_le32(v->mv_data) == ZSTD_MAGICNUMBER) {
-		switch (kv_block_verify((uint32_t)bs, ino, idx, v->mv_data, v->mv_size, &len)) {
+	len = v->size - KV_CSUM_LEN;
+	if (len >= 4 && kv_get_le32(v->data) == ZSTD_MAGICNUMBER) {
+		switch (kv_block_verify((uint32_t)bs, ino, idx, v->data, v->size, &len)) {
 		case KV_BLOCK_ZSTD:
 			return len;
 		case KV_BLOCK_OK:
-			return v->mv_size - KV_CSUM_LEN;
+			return v->size - KV_CSUM_LEN;
 		default: /* a damaged frame's data may be longer than it */
 			return bs;
 		}
 	}
-	return v->mv_size - KV_CSUM_LEN;
+	return v->size - KV_CSUM_LEN;
 }
 
 int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_t *len)
 {
 	unsigned char kb[16];
-	MDB_val k = block_key(kb, ino, idx), v;
+	kv_val k = block_key(kb, ino, idx), v;
 	int mrc, rc;
 
 	assert(kv_txn_mine(t));
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-	if (mrc == MDB_NOTFOUND && kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED)) {
+	mrc = kv_eget(t, KV_DB_DATA, &k, &v);
+	if (mrc == KV_ENOTFOUND && kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED)) {
 		struct kv_extent x;
 		uint64_t next;
 
@@ -101,14 +101,14 @@ int kv_block_get(kv_txn *t, uint64_t ino, uint64_t idx, const void **data, size_
 		if (rc == 0)
 			rc = kv_ext_block(t, &x, idx, &v, len);
 		if (rc == 0)
-			*data = v.mv_data;
+			*data = v.data;
 		return rc;
 	}
 	if (mrc)
 		return kv_err(t, mrc, "get block");
 	rc = kv_block_check(t, ino, idx, &v, len);
 	if (rc == 0)
-		*data = v.mv_data;
+		*data = v.data;
 	return rc;
 }
 
@@ -116,34 +116,34 @@ int kv_block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t
 		     const uint64_t *sum, unsigned flags)
 {
 	unsigned char kb[16];
-	MDB_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
+	kv_val k = block_key(kb, ino, idx), v = {len + KV_CSUM_LEN, NULL};
 	int rc;
 
 	assert(t->write && kv_role_mine(t->env)); /* wb_bytes is the role's */
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DATA], &k, &v, MDB_RESERVE | flags),
+	rc = kv_err(t, kv_eput(t, KV_DB_DATA, &k, &v, KV_PUT_RESERVE | flags),
 		    "put block");
 	if (rc)
 		return rc;
-	memcpy(v.mv_data, data, len);
-	kv_put_le64((unsigned char *)v.mv_data + len,
+	memcpy(v.data, data, len);
+	kv_put_le64((unsigned char *)v.data + len,
 		    sum ? *sum : kv_block_csum(ino, idx, data, len));
 	t->env->wb_bytes += len;
 	return 0;
 }
 
-int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
+int kv_unwritten_read(kv_env *e, kv_etxn *txn, uint64_t *count)
 {
-	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v;
-	int mrc = mdb_get(txn, e->dbi[KV_DB_META], &k, &v);
+	kv_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v;
+	int mrc = e->eng->get(e, txn, KV_DB_META, &k, &v);
 
 	*count = 0;
-	if (mrc == MDB_NOTFOUND)
+	if (mrc == KV_ENOTFOUND)
 		return 0;
 	if (mrc)
 		return kv_err(NULL, mrc, "get unwritten count");
-	if (v.mv_size != 8)
+	if (v.size != 8)
 		return -EIO;
-	*count = kv_get_le64(v.mv_data);
+	*count = kv_get_le64(v.data);
 	return 0;
 }
 
@@ -154,13 +154,13 @@ int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count)
 int kv_feature_set(kv_txn *t, uint64_t bit)
 {
 	kv_env *e = t->env;
-	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
 	struct kv_super s;
 	int rc;
 
-	rc = kv_err(t, mdb_get(t->txn, e->dbi[KV_DB_META], &k, &v), "get superblock");
+	rc = kv_err(t, kv_eget(t, KV_DB_META, &k, &v), "get superblock");
 	if (rc == 0)
-		rc = kv_super_decode(v.mv_data, v.mv_size, &s);
+		rc = kv_super_decode(v.data, v.size, &s);
 	if (rc)
 		return rc;
 	e->super.feature_incompat |= bit;
@@ -185,11 +185,11 @@ int kv_feature_add(kv_txn *t, uint64_t incompat)
 static int unwritten_put(kv_txn *t, uint64_t n)
 {
 	unsigned char b[8];
-	MDB_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b};
+	kv_val k = {strlen(KV_UNWRITTEN_KEY), KV_UNWRITTEN_KEY}, v = {sizeof(b), b};
 	int rc;
 
 	kv_put_le64(b, n);
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0),
+	rc = kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0),
 		    "put unwritten count");
 	if (rc == 0)
 		t->env->unwritten_dirty = 1;
@@ -224,8 +224,8 @@ int kv_unwritten_add(kv_txn *t, int64_t delta)
 int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 {
 	kv_env *e = t->env;
-	MDB_val bk, bv;
-	MDB_cursor *c;
+	kv_val bk, bv;
+	kv_ecur *c;
 	uint64_t n = 0, old;
 	int mrc, rc;
 
@@ -235,10 +235,10 @@ int kv_unwritten_recount(kv_txn *t, uint64_t *count)
 	c = kv_cursor(t, KV_DB_DATA, &rc);
 	if (!c)
 		return rc;
-	for (mrc = mdb_cursor_get(c, &bk, &bv, MDB_FIRST); mrc == 0;
-	     mrc = mdb_cursor_get(c, &bk, &bv, MDB_NEXT))
+	for (mrc = kv_cget(t, c, &bk, &bv, KV_FIRST); mrc == 0;
+	     mrc = kv_cget(t, c, &bk, &bv, KV_NEXT))
 		n += kv_block_unwritten(&bv);
-	if (mrc != MDB_NOTFOUND)
+	if (mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "count unwritten blocks");
 	*count = n;
 	rc = n ? kv_feature_set(t, KV_FEATURE_INCOMPAT_UNWRITTEN) : 0;
@@ -257,7 +257,7 @@ int kv_unwritten_get(kv_txn *t, uint64_t *count)
 	return kv_unwritten_read(t->env, t->txn, count);
 }
 
-void kv_unwritten_prepare(kv_env *e, MDB_txn *txn)
+void kv_unwritten_prepare(kv_env *e, kv_etxn *txn)
 {
 	assert(kv_role_mine(e));
 	if (e->unwritten_dirty)
@@ -319,8 +319,8 @@ static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, s
 	struct kv_extent xv = {0}; /* the extent last found (count 0: none) */
 	unsigned char kb[16];
 	uint64_t end, pos = off, idx;
-	MDB_cursor *c;
-	MDB_val k, v = {0, NULL};
+	kv_ecur *c;
+	kv_val k, v = {0, NULL};
 	size_t blen;
 	int mrc, rc, n = 0;
 
@@ -332,15 +332,15 @@ static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, s
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, off / bs);
-	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
 	while (pos < end) {
 		uint64_t next = UINT64_MAX; /* index of the block the cursor stands on */
-		MDB_val bv = v;
+		kv_val bv = v;
 		int borrowed = 0;
 
-		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
-			next = kv_get_be64((unsigned char *)k.mv_data + 8);
-		else if (mrc && mrc != MDB_NOTFOUND)
+		if (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == ino)
+			next = kv_get_be64((unsigned char *)k.data + 8);
+		else if (mrc && mrc != KV_ENOTFOUND)
 			return kv_err(t, mrc, "read");
 		idx = pos / bs;
 		if (next != idx && shared) { /* not stored: borrowed (share.c)? */
@@ -377,7 +377,7 @@ static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, s
 		uint64_t boff = pos - idx * bs, bend = end - idx * bs < bs ? end - idx * bs : bs;
 		if (boff < blen) {
 			uint64_t seg = (bend < blen ? bend : blen) - boff;
-			rc = iov_add(iov, iovmax, &n, (unsigned char *)bv.mv_data + boff, seg);
+			rc = iov_add(iov, iovmax, &n, (unsigned char *)bv.data + boff, seg);
 			if (rc)
 				return rc;
 			pos += seg;
@@ -389,7 +389,7 @@ static ssize_t data_read(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, s
 			pos = idx * bs + bend;
 		}
 		if (!borrowed)
-			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+			mrc = kv_cget(t, c, &k, &v, KV_NEXT);
 	}
 	*iovcnt = n;
 	return (ssize_t)(end - off);
@@ -459,7 +459,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
 		const uint64_t *sum = NULL;
 		unsigned char kb[16];
-		MDB_val k = block_key(kb, in->ino, idx), v;
+		kv_val k = block_key(kb, in->ino, idx), v;
 		size_t olen = 0, nlen;
 		/* no block starts at or past the size (fsck checks it): such a
 		 * block is put without looking it up first */
@@ -468,7 +468,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		if (from == 0 && idx - first_sum < nsums)
 			sum = &sums[idx - first_sum];
 	again:
-		mrc = fresh ? MDB_NOTFOUND : mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
+		mrc = fresh ? KV_ENOTFOUND : kv_eget(t, KV_DB_DATA, &k, &v);
 		if (mrc == 0) {
 			/* the old bytes are needed (and verified) only when some of
 			 * them survive: a block written over whole is just replaced,
@@ -478,7 +478,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 			olen = held_len(t, in->ino, idx, &v);
 			if (!(from == 0 && to >= olen) && (rc = kv_block_check(t, in->ino, idx, &v, &olen)))
 				return rc;
-		} else if (mrc != MDB_NOTFOUND) {
+		} else if (mrc != KV_ENOTFOUND) {
 			return kv_err(t, mrc, "get block");
 		}
 		if (from == 0 && to >= olen) {
@@ -490,10 +490,10 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				dlen = z->zlen[i];
 				packed = 1;
 			}
-			rc = kv_block_put(t, in->ino, idx, data, dlen, sum, fresh ? MDB_NOOVERWRITE : 0);
+			rc = kv_block_put(t, in->ino, idx, data, dlen, sum, fresh ? KV_PUT_NOOVERWRITE : 0);
 		} else {
 			if (olen) /* a hole has no old bytes */
-				memcpy(w, v.mv_data, olen);
+				memcpy(w, v.data, olen);
 			if (from > olen)
 				memset(w + olen, 0, from - olen);
 			memcpy(w + from, src, to - from);
@@ -507,7 +507,7 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 				zs = &zsum; /* compressed (zstd.c invariant 2) */
 				packed = 1;
 			}
-			rc = kv_block_put(t, in->ino, idx, data, dlen, zs, fresh ? MDB_NOOVERWRITE : 0);
+			rc = kv_block_put(t, in->ino, idx, data, dlen, zs, fresh ? KV_PUT_NOOVERWRITE : 0);
 		}
 		if (rc == -EEXIST) {
 			/* a block past the end after all (a damaged image) */
@@ -543,8 +543,8 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 	unsigned char *w = t->env->wbuf;
 	uint64_t idx = off / bs;
 	int64_t unwritten_gone = 0;
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	size_t blen;
 	int mrc, rc;
 
@@ -562,14 +562,14 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 		return rc;
 	for (;;) {
 		k = block_key(kb, in->ino, idx);
-		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (mrc == MDB_NOTFOUND)
+		mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
+		if (mrc == KV_ENOTFOUND)
 			break;
 		if (mrc)
 			return kv_err(t, mrc, "zero range");
-		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != in->ino)
+		if (k.size != 16 || kv_get_be64(k.data) != in->ino)
 			break;
-		idx = kv_get_be64((unsigned char *)k.mv_data + 8);
+		idx = kv_get_be64((unsigned char *)k.data + 8);
 		if (idx > (end - 1) / bs)
 			break;
 		uint64_t from = off > idx * bs ? off - idx * bs : 0;
@@ -586,13 +586,13 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 		} else if (from == 0 && to >= blen) {
 			int was_unwritten = kv_block_unwritten(&v);
 
-			rc = kv_err(t, mdb_cursor_del(c, 0), "delete block");
+			rc = kv_err(t, kv_cdel(t, c), "delete block");
 			if (rc)
 				return rc;
 			in->nblocks--;
 			unwritten_gone += was_unwritten;
 		} else if (from < blen) {
-			memcpy(w, v.mv_data, blen);
+			memcpy(w, v.data, blen);
 			if (to >= blen)
 				blen = from; /* trim the tail */
 			else
@@ -645,8 +645,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	unsigned char *w = t->env->wbuf;
 	uint64_t idx, last, n = 0;
 	int64_t added = 0;
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	size_t blen;
 	int mrc, rc;
 
@@ -671,8 +671,8 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			break;
 		}
 		k = block_key(kb, in->ino, idx);
-		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
-		if (mrc == MDB_NOTFOUND && (in->flags & KV_INODE_BORROWS)) {
+		mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
+		if (mrc == KV_ENOTFOUND && (in->flags & KV_INODE_BORROWS)) {
 			struct kv_extent x;
 			uint64_t xnext;
 
@@ -689,12 +689,12 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 				if (rc)
 					return rc;
 				k = block_key(kb, in->ino, idx);
-				mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+				mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
 			} else if (rc != -ENOENT) {
 				return rc;
 			}
 		}
-		if (mrc == MDB_NOTFOUND) {
+		if (mrc == KV_ENOTFOUND) {
 			/* unwritten: no bytes to store now, its page kept free */
 			rc = kv_block_put(t, in->ino, idx, zeros, 0, NULL, 0);
 			if (rc)
@@ -716,7 +716,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 			if (rc)
 				return rc;
 			k = block_key(kb, in->ino, idx); /* the cursor may have moved */
-			mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+			mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
 			if (mrc)
 				return kv_err(t, mrc, "allocate");
 			rc = kv_block_check(t, in->ino, idx, &v, &blen); /* its bytes again */
@@ -724,7 +724,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 				return rc;
 		}
 		/* a short tail block: its zeros up to the size become stored */
-		memcpy(w, v.mv_data, blen);
+		memcpy(w, v.data, blen);
 		memset(w + blen, 0, want - blen);
 		rc = kv_block_put(t, in->ino, idx, w, want, NULL, 0);
 		if (rc)
@@ -758,8 +758,8 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	const uint64_t bs = t->env->super.block_size;
 	unsigned char kb[16];
 	uint64_t first, last, stored = 0;
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	int mrc, rc;
 
 	*count = 0;
@@ -771,14 +771,14 @@ int kv_data_holes(kv_txn *t, uint64_t ino, uint64_t off, uint64_t end, uint64_t 
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, first);
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != ino ||
-		    kv_get_be64((unsigned char *)k.mv_data + 8) > last)
+	for (mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE); mrc == 0;
+	     mrc = kv_cget(t, c, &k, &v, KV_NEXT)) {
+		if (k.size != 16 || kv_get_be64(k.data) != ino ||
+		    kv_get_be64((unsigned char *)k.data + 8) > last)
 			break;
 		stored++;
 	}
-	if (mrc && mrc != MDB_NOTFOUND)
+	if (mrc && mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "count holes");
 	if (kv_has_feature(t->env, KV_FEATURE_INCOMPAT_SHARED)) {
 		/* borrowed blocks are no holes (share.c invariant 3: never
@@ -810,8 +810,8 @@ static int seek_shared(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int
 	const uint64_t bs = t->env->super.block_size, last = (size - 1) / bs;
 	unsigned char kb[16];
 	uint64_t idx = off / bs;
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	size_t blen;
 	int mrc, rc;
 
@@ -824,11 +824,11 @@ static int seek_shared(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int
 		int data;
 
 		k = block_key(kb, ino, idx);
-		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (mrc && mrc != MDB_NOTFOUND)
+		mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
+		if (mrc && mrc != KV_ENOTFOUND)
 			return kv_err(t, mrc, "seek");
-		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
-			stored = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == ino)
+			stored = kv_get_be64((unsigned char *)k.data + 8);
 		if (stored == idx) {
 			rc = kv_block_check(t, ino, idx, &v, &blen);
 			if (rc)
@@ -862,8 +862,8 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	const uint64_t bs = t->env->super.block_size;
 	unsigned char kb[16];
 	uint64_t want = off / bs; /* SEEK_HOLE: the block a run of data needs next */
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	size_t blen;
 	int mrc, rc;
 
@@ -877,14 +877,14 @@ int kv_data_seek(kv_txn *t, uint64_t ino, uint64_t size, uint64_t off, int whenc
 	if (!c)
 		return rc;
 	k = block_key(kb, ino, want);
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	for (mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);;
+	     mrc = kv_cget(t, c, &k, &v, KV_NEXT)) {
 		uint64_t idx = UINT64_MAX, at;
 
-		if (mrc && mrc != MDB_NOTFOUND)
+		if (mrc && mrc != KV_ENOTFOUND)
 			return kv_err(t, mrc, "seek");
-		if (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == ino)
-			idx = kv_get_be64((unsigned char *)k.mv_data + 8);
+		if (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == ino)
+			idx = kv_get_be64((unsigned char *)k.data + 8);
 		if (idx != UINT64_MAX && idx * bs < size) {
 			rc = kv_block_check(t, ino, idx, &v, &blen);
 			if (rc)

@@ -27,19 +27,19 @@ struct ent {
 	size_t off, len; /* position of the whole entry in the list */
 };
 
-static MDB_val dirent_key(unsigned char buf[16], uint64_t dir, uint64_t hash)
+static kv_val dirent_key(unsigned char buf[16], uint64_t dir, uint64_t hash)
 {
 	kv_put_be64(buf, dir);
 	kv_put_be64(buf + 8, hash);
-	return (MDB_val){16, buf};
+	return (kv_val){16, buf};
 }
 
 /* Parse the entry at *off of list v (codec.c); -EIO if malformed, 1 at the
  * end. */
-static int next_ent(const MDB_val *v, size_t *off, struct ent *e)
+static int next_ent(const kv_val *v, size_t *off, struct ent *e)
 {
 	size_t at = *off;
-	int rc = kv_decode_dirent(v->mv_data, v->mv_size, off, &e->de, &e->slot);
+	int rc = kv_decode_dirent(v->data, v->size, off, &e->de, &e->slot);
 
 	if (rc)
 		return rc;
@@ -55,7 +55,7 @@ static int corrupt(uint64_t dir)
 }
 
 /* Find name in list v: 0 and *e, -ENOENT, or -EIO. */
-static int find_ent(uint64_t dir, const MDB_val *v, const char *name, size_t len, struct ent *e)
+static int find_ent(uint64_t dir, const kv_val *v, const char *name, size_t len, struct ent *e)
 {
 	size_t off = 0;
 	int rc;
@@ -88,7 +88,7 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 		     struct kv_dirent *out)
 {
 	unsigned char kb[16];
-	MDB_val k, v;
+	kv_val k, v;
 	struct ent e;
 	int mrc, rc = check_name(name, len);
 
@@ -96,7 +96,7 @@ int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 		return rc;
 	assert(kv_txn_mine(t));
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
+	mrc = kv_eget(t, KV_DB_DIRENT, &k, &v);
 	if (mrc)
 		return kv_err(t, mrc, "get dirent");
 	rc = find_ent(dir, &v, name, len, &e);
@@ -111,7 +111,7 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 {
 	unsigned char kb[16], one[KV_DIRENT_HDR + KV_NAME_MAX];
 	unsigned char *buf;
-	MDB_val k, v, nv;
+	kv_val k, v, nv;
 	struct ent e;
 	size_t off = 0, ins;
 	int rc = check_name(name, len), mrc, slot;
@@ -122,22 +122,22 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	if (!t->write)
 		return -EROFS;
 	k = dirent_key(kb, dir, kv_name_hash(name, len));
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &v);
-	if (mrc == MDB_NOTFOUND) {
+	mrc = kv_eget(t, KV_DB_DIRENT, &k, &v);
+	if (mrc == KV_ENOTFOUND) {
 		write_ent(one, 0, type, name, len, ino);
-		nv = (MDB_val){KV_DIRENT_HDR + len, one};
-		return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
+		nv = (kv_val){KV_DIRENT_HDR + len, one};
+		return kv_err(t, kv_eput(t, KV_DB_DIRENT, &k, &nv, 0), "add dirent");
 	}
 	if (mrc)
 		return kv_err(t, mrc, "get dirent");
 
 	/* a hash collision: the name must be new, and takes the lowest free slot */
 	slot = 0;
-	ins = v.mv_size;
+	ins = v.size;
 	while ((rc = next_ent(&v, &off, &e)) == 0) {
 		if (e.de.namelen == len && memcmp(e.de.name, name, len) == 0)
 			return -EEXIST;
-		if (ins == v.mv_size) {
+		if (ins == v.size) {
 			if (e.slot == slot)
 				slot++;
 			else
@@ -148,14 +148,14 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 		return corrupt(dir);
 	if (slot >= SLOTS)
 		return -ENOSPC;
-	buf = malloc(v.mv_size + KV_DIRENT_HDR + len);
+	buf = malloc(v.size + KV_DIRENT_HDR + len);
 	if (!buf)
 		return -ENOMEM;
-	memcpy(buf, v.mv_data, ins);
+	memcpy(buf, v.data, ins);
 	write_ent(buf + ins, (uint8_t)slot, type, name, len, ino);
-	memcpy(buf + ins + KV_DIRENT_HDR + len, (unsigned char *)v.mv_data + ins, v.mv_size - ins);
-	nv = (MDB_val){v.mv_size + KV_DIRENT_HDR + len, buf};
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], &k, &nv, 0), "add dirent");
+	memcpy(buf + ins + KV_DIRENT_HDR + len, (unsigned char *)v.data + ins, v.size - ins);
+	nv = (kv_val){v.size + KV_DIRENT_HDR + len, buf};
+	rc = kv_err(t, kv_eput(t, KV_DB_DIRENT, &k, &nv, 0), "add dirent");
 	free(buf);
 	return rc;
 }
@@ -163,7 +163,7 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 /* The record holding dir's entry name (key in kb) and the entry in it, in a
  * write transaction: the start of every change to an existing entry. */
 static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
-		      unsigned char kb[16], MDB_val *k, MDB_val *v, struct ent *e)
+		      unsigned char kb[16], kv_val *k, kv_val *v, struct ent *e)
 {
 	int rc = check_name(name, len);
 
@@ -172,7 +172,7 @@ static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
 	if (!t->write)
 		return -EROFS;
 	*k = dirent_key(kb, dir, kv_name_hash(name, len));
-	rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_DIRENT], k, v), "get dirent");
+	rc = kv_err(t, kv_eget(t, KV_DB_DIRENT, k, v), "get dirent");
 	if (rc)
 		return rc;
 	return find_ent(dir, v, name, len, e);
@@ -180,26 +180,26 @@ static int locate_ent(kv_txn *t, uint64_t dir, const char *name, size_t len,
 
 /* Store the list at k as v with its bytes [off, off + cut) replaced by the
  * inslen bytes at ins (none: taken out); no list left: the key goes. */
-static int list_splice(kv_txn *t, MDB_val *k, const MDB_val *v, size_t off, size_t cut,
+static int list_splice(kv_txn *t, kv_val *k, const kv_val *v, size_t off, size_t cut,
 		       const void *ins, size_t inslen)
 {
-	size_t n = v->mv_size - cut + inslen;
+	size_t n = v->size - cut + inslen;
 	unsigned char *buf;
-	MDB_val nv;
+	kv_val nv;
 	int rc;
 
 	if (n == 0)
-		return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_DIRENT], k, NULL), "del dirent");
+		return kv_err(t, kv_edel(t, KV_DB_DIRENT, k), "del dirent");
 	buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
-	memcpy(buf, v->mv_data, off);
+	memcpy(buf, v->data, off);
 	if (inslen)
 		memcpy(buf + off, ins, inslen);
-	memcpy(buf + off + inslen, (const unsigned char *)v->mv_data + off + cut,
-	       v->mv_size - off - cut);
-	nv = (MDB_val){n, buf};
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_DIRENT], k, &nv, 0), "put dirent");
+	memcpy(buf + off + inslen, (const unsigned char *)v->data + off + cut,
+	       v->size - off - cut);
+	nv = (kv_val){n, buf};
+	rc = kv_err(t, kv_eput(t, KV_DB_DIRENT, k, &nv, 0), "put dirent");
 	free(buf);
 	return rc;
 }
@@ -207,7 +207,7 @@ static int list_splice(kv_txn *t, MDB_val *k, const MDB_val *v, size_t off, size
 int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
 {
 	unsigned char kb[16];
-	MDB_val k, v;
+	kv_val k, v;
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
@@ -219,7 +219,7 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 		      uint8_t type)
 {
 	unsigned char kb[16], ent[KV_DIRENT_LEN(KV_NAME_MAX)];
-	MDB_val k, v;
+	kv_val k, v;
 	struct ent e;
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
@@ -235,8 +235,8 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out)
 {
 	unsigned char kb[16];
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	uint64_t hash = 0, h;
 	int after = -1; /* resume after this slot within the hash's list */
 	struct ent e;
@@ -252,13 +252,13 @@ int kv_dir_next(kv_txn *t, uint64_t dir, uint64_t *cookie, struct kv_dirent *out
 	if (!c)
 		return rc;
 	k = dirent_key(kb, dir, hash);
-	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), after = -1) {
-		if (k.mv_size != 16)
+	mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
+	for (; mrc == 0; mrc = kv_cget(t, c, &k, &v, KV_NEXT), after = -1) {
+		if (k.size != 16)
 			return corrupt(dir);
-		if (kv_get_be64(k.mv_data) != dir)
+		if (kv_get_be64(k.data) != dir)
 			return -ENOENT;
-		h = kv_get_be64((unsigned char *)k.mv_data + 8);
+		h = kv_get_be64((unsigned char *)k.data + 8);
 		if (h != hash)
 			after = -1;
 		off = 0;

@@ -13,7 +13,9 @@
  *  1. Keys order as memcmp, then length (a shorter key first when one is
  *     the other's prefix): cursors walk them in that order.
  *  2. Return codes: 0, a positive errno value, or one of the KV_E* codes
- *     below. err.c maps them to negative errno values (kv_err).
+ *     below; LMDB's engine may also pass on a failure code of LMDB's own
+ *     (a damaged page: MDB_CORRUPTED, ...). err.c maps them to negative
+ *     errno values (kv_err).
  *  3. A read transaction sees one snapshot, the state as of some commit,
  *     from its begin to its end, whatever commits meanwhile. A write
  *     transaction sees its own changes at once. Only one write transaction
@@ -88,10 +90,13 @@ enum kv_cop {
 
 struct kv_engine {
 	const char *name;
-	/* Make an empty store at where (nothing there, or force: replace what
-	 * is), its maps created, and open it read-write in e (e->path is
-	 * where). A message in err on failure. */
-	int (*create)(kv_env *e, int force, char *err, size_t errlen);
+	/* Make a new store at e->path (nothing there, or force: replace what
+	 * is), its maps created, and have init write its first records in the
+	 * store's first write transaction (with arg): all of it, or nothing made (what was
+	 * there before stays, unless force). The store is closed again. A
+	 * message in err on failure. */
+	int (*create)(kv_env *e, int force, int (*init)(kv_env *e, kv_etxn *x, void *arg),
+		      void *arg, char *err, size_t errlen);
 	/* Open the store e->path names (e->readonly, e->durability,
 	 * e->max_size set): its maps there and checked, e->page_size set. A
 	 * message in err on failure; nothing left changed. */
@@ -124,8 +129,9 @@ struct kv_engine {
 
 	/* Make every commit so far durable. */
 	int (*sync)(kv_env *e);
-	/* Sizes for statfs and the tools (the room fields for stores without
-	 * a map of their own: 0). */
+	/* The byte sizes of kv_usage for statfs and the tools (the record
+	 * counts are the record layer's; the room fields of stores without a
+	 * map of their own: 0), with no transaction of the caller's open. */
 	int (*usage)(kv_env *e, struct kv_usage *u);
 	/* A copy of the store for kv_backup; -EOPNOTSUPP with a message in err
 	 * where the database's own tools do it. */

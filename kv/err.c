@@ -1,21 +1,22 @@
 /*
- * err.c - the store's errors and its log: the one mapping from LMDB's return
- * codes to errno values (kv_err), the log lines (kv_log, kv_set_log) and the
+ * err.c - the store's errors and its log: the one mapping from the engine's
+ * return codes (engine.h) to errno values (kv_err), the log lines (kv_log, kv_set_log) and the
  * one-line messages kv_mkfs, kv_open and kv_backup hand back (kv_seterr).
  *
  * Invariants:
- *  1. Every LMDB return code becomes an errno here and nowhere else. Code
- *     elsewhere in kv/ keeps an LMDB code in a variable of its own (mrc) and
+ *  1. Every engine return code becomes an errno here and nowhere else. Code
+ *     elsewhere in kv/ keeps an engine code in a variable of its own (mrc) and
  *     converts it at the call that got it (or tests it for one code, such as
- *     MDB_NOTFOUND, that means something there); a variable named rc holds 0
- *     or a negative errno, never an LMDB code.
+ *     KV_ENOTFOUND, that means something there); a variable named rc holds 0
+ *     or a negative errno, never an engine code.
  *  2. kv_err logs what a caller cannot tell from the errno alone (a reader
- *     table full, an LMDB failure that became -EIO), once, unless the caller
+ *     table full, an engine failure that became -EIO), once, unless the caller
  *     reports the failure itself (what == NULL: a message into err).
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kv_int.h"
 
@@ -51,30 +52,55 @@ void kv_log(const char *fmt, ...)
 		fprintf(stderr, "kvfs: %s\n", line);
 }
 
+/* The words for an engine code (its own KV_E* ones, or an errno value). */
+static const char *kv_strerror(int mrc)
+{
+	switch (mrc) {
+	case KV_ENOTFOUND:
+		return "no such record";
+	case KV_EKEYEXIST:
+		return "the record exists";
+	case KV_EMAP_FULL:
+		return "the store is full";
+	case KV_ETXN_FULL:
+		return "the transaction is too large";
+	case KV_EREADERS_FULL:
+		return "too many readers";
+	case KV_EINVAL:
+		return "not a store of this engine";
+	case KV_EVERSION:
+		return "a store of another engine version";
+	case KV_EMAP_RESIZED:
+		return "the map was resized";
+	default: /* an errno value, or a code of LMDB's own (engine.h contract 2) */
+		return mrc > 0 ? strerror(mrc) : kv_engine_lmdb.strerror(mrc);
+	}
+}
+
 int kv_err_map(kv_txn *txn, int mrc, const char *what)
 {
 	switch (mrc) {
 	case 0:
 		return 0;
-	case MDB_NOTFOUND:
+	case KV_ENOTFOUND:
 		return -ENOENT;
-	case MDB_KEYEXIST:
+	case KV_EKEYEXIST:
 		return -EEXIST;
-	case MDB_MAP_FULL:
+	case KV_EMAP_FULL:
 		if (txn)
 			txn->map_full = 1;
 		return -ENOSPC;
-	case MDB_TXN_FULL:
+	case KV_ETXN_FULL:
 		if (txn)
 			txn->txn_full = 1;
 		return -ENOSPC;
-	case MDB_READERS_FULL:
+	case KV_EREADERS_FULL:
 		if (what)
 			kv_log("%s: reader table full", what);
 		return -EAGAIN;
-	case MDB_INVALID: /* not an LMDB file: env open */
+	case KV_EINVAL: /* not an LMDB file: env open */
 		return -EINVAL;
-	case MDB_VERSION_MISMATCH: /* a file of another LMDB: env open */
+	case KV_EVERSION: /* a file of another LMDB: env open */
 		return -EPROTONOSUPPORT;
 	case ENOMEM:
 		return -ENOMEM;
@@ -86,7 +112,7 @@ int kv_err_map(kv_txn *txn, int mrc, const char *what)
 		return -mrc;
 	default:
 		if (what)
-			kv_log("%s: %s", what, mdb_strerror(mrc));
+			kv_log("%s: %s", what, kv_strerror(mrc));
 		return -EIO;
 	}
 }

@@ -19,23 +19,23 @@
 
 #include "kv_int.h"
 
-static MDB_val ino_key(unsigned char buf[8], uint64_t ino)
+static kv_val ino_key(unsigned char buf[8], uint64_t ino)
 {
 	kv_put_be64(buf, ino);
-	return (MDB_val){8, buf};
+	return (kv_val){8, buf};
 }
 
 int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 {
 	unsigned char kb[8];
-	MDB_val k = ino_key(kb, ino), v;
+	kv_val k = ino_key(kb, ino), v;
 	int mrc, rc;
 
 	assert(kv_txn_mine(t));
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
+	mrc = kv_eget(t, KV_DB_INODE, &k, &v);
 	if (mrc)
 		return kv_err(t, mrc, "get inode");
-	rc = kv_inode_decode(ino, v.mv_data, v.mv_size, out);
+	rc = kv_inode_decode(ino, v.data, v.size, out);
 	if (rc == 0 && t->write && out->inline_len && t->env->ibuf) {
 		unsigned char *slot = t->env->ibuf +
 			(size_t)(t->inl_next++ % KV_INL_SLOTS) * KV_SYMLINK_MAX;
@@ -48,7 +48,7 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 {
 	unsigned char kb[8], inl[KV_SYMLINK_MAX];
-	MDB_val k = ino_key(kb, in->ino), v;
+	kv_val k = ino_key(kb, in->ino), v;
 	int rc;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
@@ -60,13 +60,13 @@ int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 	 * put of another size moves the records of a dirty page: copy first */
 	if (in->inline_len)
 		memcpy(inl, in->inline_data, in->inline_len);
-	v.mv_size = KV_INODE_LEN + in->inline_len;
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_INODE], &k, &v, MDB_RESERVE), "put inode");
+	v.size = KV_INODE_LEN + in->inline_len;
+	rc = kv_err(t, kv_eput(t, KV_DB_INODE, &k, &v, KV_PUT_RESERVE), "put inode");
 	if (rc)
 		return rc;
-	kv_inode_encode(in, v.mv_data);
+	kv_inode_encode(in, v.data);
 	if (in->inline_len)
-		memcpy((unsigned char *)v.mv_data + KV_INODE_LEN, inl, in->inline_len);
+		memcpy((unsigned char *)v.data + KV_INODE_LEN, inl, in->inline_len);
 	return 0;
 }
 
@@ -84,10 +84,10 @@ int kv_ino_alloc(kv_txn *t, uint64_t *ino)
 int kv_super_store(kv_txn *t, const struct kv_super *s)
 {
 	unsigned char sb[KV_SUPER_LEN];
-	MDB_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v = {sizeof(sb), sb};
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v = {sizeof(sb), sb};
 
 	kv_super_encode(s, sb);
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0), "put superblock");
+	return kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0), "put superblock");
 }
 
 /* Delete every key of db that starts with the 8-byte ino prefix; count the
@@ -95,28 +95,28 @@ int kv_super_store(kv_txn *t, const struct kv_super *s)
 static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino, int64_t *unwritten)
 {
 	unsigned char kb[8];
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	int mrc, rc;
 
 	c = kv_cursor(t, db, &rc);
 	if (!c)
 		return rc;
 	k = ino_key(kb, ino);
-	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
 	while (mrc == 0) {
-		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
+		if (k.size < 8 || kv_get_be64(k.data) != ino)
 			return 0;
 		if (unwritten && kv_block_unwritten(&v))
 			++*unwritten;
-		mrc = mdb_cursor_del(c, 0);
+		mrc = kv_cdel(t, c);
 		if (mrc)
 			break;
-		/* after a delete the cursor stands on the following key: MDB_NEXT
+		/* after a delete the cursor stands on the following key: KV_NEXT
 		 * returns it rather than skipping it */
-		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		mrc = kv_cget(t, c, &k, &v, KV_NEXT);
 	}
-	return mrc == MDB_NOTFOUND ? 0 : kv_err(t, mrc, "delete range");
+	return mrc == KV_ENOTFOUND ? 0 : kv_err(t, mrc, "delete range");
 }
 
 /* The flags of ino's record (0 when it is missing or damaged). */
@@ -130,7 +130,7 @@ static uint64_t inode_flags(kv_txn *t, uint64_t ino)
 int kv_inode_purge(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
-	MDB_val k = ino_key(kb, ino);
+	kv_val k = ino_key(kb, ino);
 	int64_t unwritten = 0;
 	uint64_t flags;
 	int mrc, rc;
@@ -148,11 +148,11 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 		rc = delete_prefix(t, KV_DB_XATTR, ino, NULL);
 	if (rc)
 		return rc;
-	mrc = mdb_del(t->txn, t->env->dbi[KV_DB_INODE], &k, NULL);
-	if (mrc && mrc != MDB_NOTFOUND)
+	mrc = kv_edel(t, KV_DB_INODE, &k);
+	if (mrc && mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "delete inode");
-	mrc = mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL);
-	if (mrc && mrc != MDB_NOTFOUND)
+	mrc = kv_edel(t, KV_DB_ORPHAN, &k);
+	if (mrc && mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "delete orphan");
 	return 0;
 }
@@ -160,28 +160,28 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 int kv_orphan_add(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
-	MDB_val k = ino_key(kb, ino), v = {0, ""};
+	kv_val k = ino_key(kb, ino), v = {0, ""};
 
 	if (!t->write)
 		return -EROFS;
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, &v, 0), "add orphan");
+	return kv_err(t, kv_eput(t, KV_DB_ORPHAN, &k, &v, 0), "add orphan");
 }
 
 int kv_orphan_remove(kv_txn *t, uint64_t ino)
 {
 	unsigned char kb[8];
-	MDB_val k = ino_key(kb, ino);
+	kv_val k = ino_key(kb, ino);
 
 	if (!t->write)
 		return -EROFS;
-	return kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_ORPHAN], &k, NULL), "remove orphan");
+	return kv_err(t, kv_edel(t, KV_DB_ORPHAN, &k), "remove orphan");
 }
 
 int kv_orphan_next(kv_txn *t, uint64_t after, uint64_t *ino)
 {
 	unsigned char kb[8];
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	int rc;
 
 	if (after == UINT64_MAX)
@@ -190,11 +190,11 @@ int kv_orphan_next(kv_txn *t, uint64_t after, uint64_t *ino)
 	if (!c)
 		return rc;
 	k = ino_key(kb, after + 1);
-	rc = kv_err(t, mdb_cursor_get(c, &k, &v, MDB_SET_RANGE), "next orphan");
+	rc = kv_err(t, kv_cget(t, c, &k, &v, KV_SET_RANGE), "next orphan");
 	if (rc)
 		return rc;
-	if (k.mv_size != 8)
+	if (k.size != 8)
 		return -EIO;
-	*ino = kv_get_be64(k.mv_data);
+	*ino = kv_get_be64(k.data);
 	return 0;
 }

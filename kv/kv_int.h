@@ -1,8 +1,9 @@
 /*
  * kv_int.h - internals shared by the files of kv/: the environment and
  * transaction structures, the key and record encodings of docs/FORMAT.md
- * (codec.c, hash.c), and the one place LMDB codes become errno values
- * (err.c).
+ * (codec.c, hash.c), the calls into the engine below (engine.h), and the
+ * one place the engine's codes become errno values (err.c). Only the LMDB
+ * engine's files (lmdb.c, room.c, tail.c, flusher.c) see LMDB (lmdb_int.h).
  *
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record
@@ -24,7 +25,6 @@
 #ifndef KVFS_KV_INT_H
 #define KVFS_KV_INT_H
 
-#include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -46,11 +46,11 @@ extern const char *const kv_db_names[KV_NDB];
 
 struct kv_txn {
 	kv_env *env;
-	MDB_txn *txn;
+	kv_etxn *txn;
 	int write;
-	int map_full;              /* an LMDB call returned MDB_MAP_FULL */
-	int txn_full;              /* an LMDB call returned MDB_TXN_FULL */
-	MDB_cursor *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
+	int map_full;              /* an engine call returned KV_EMAP_FULL */
+	int txn_full;              /* an engine call returned KV_ETXN_FULL */
+	kv_ecur *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
 	unsigned inl_next;         /* write txns: the next env->ibuf slot */
 	int over;                  /* write txns: past the room for ordinary changes */
@@ -58,8 +58,8 @@ struct kv_txn {
 	/* read txns beside an open window (window.c): */
 	uint64_t gen;              /* env->win_gen when it began */
 	int in_window;             /* reading the window, the writer's role held */
-	MDB_txn *snap;             /* the thread's own txn meanwhile */
-	MDB_cursor *wcur[KV_NDB];  /* cursors on the window */
+	kv_etxn *snap;             /* the thread's own txn meanwhile */
+	kv_ecur *wcur[KV_NDB];  /* cursors on the window */
 };
 
 /* An op reads the inline data (symlink targets) of at most two inodes (a
@@ -91,8 +91,6 @@ struct kv_reader {
 struct kv_env {
 	const struct kv_engine *eng; /* the store below (engine.h) */
 	void *eng_priv;           /* the engine's own state */
-	MDB_env *env;
-	MDB_dbi dbi[KV_NDB];
 	char *path;
 	int lock_fd;              /* holds the exclusive flock of a read-write open */
 	int readonly;
@@ -124,11 +122,11 @@ struct kv_env {
 	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
 	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
-	MDB_txn *w_txn;           /* the batch transaction while it is open */
+	kv_etxn *w_txn;           /* the batch transaction while it is open */
 
 	/* the window (window.c), durability fsync and none when window_ms */
 	unsigned window_ms;       /* set at open: 0 for no window */
-	MDB_txn *win;             /* the role's: the open window, begun and ended by
+	kv_etxn *win;             /* the role's: the open window, begun and ended by
 	                             the writer thread */
 	int win_dirty;            /* the role's: changes applied since it began */
 	struct timespec win_start; /* the role's: when the first one was */
@@ -186,20 +184,20 @@ struct kv_env {
 /* Unwritten blocks (data.c). Before a commit of txn (the role): note the
  * count it holds when an op changed it; after that commit succeeded:
  * publish it (1: it changed, the room is to be measured again). */
-void kv_unwritten_prepare(kv_env *e, MDB_txn *txn);
+void kv_unwritten_prepare(kv_env *e, kv_etxn *txn);
 int kv_unwritten_publish(kv_env *e);
 /* Whether a data record's value is an unwritten block's (no bytes, a
  * checksum; data.c). */
 _Static_assert(KV_BLOCK_UNWRITTEN_LEN == KV_CSUM_LEN, "an unwritten block is a checksum");
-static inline int kv_block_unwritten(const MDB_val *v)
+static inline int kv_block_unwritten(const kv_val *v)
 {
-	return v->mv_size == KV_BLOCK_UNWRITTEN_LEN;
+	return v->size == KV_BLOCK_UNWRITTEN_LEN;
 }
 /* Add delta to the count of the op's txn t (the role). */
 int kv_unwritten_add(kv_txn *t, int64_t delta);
 /* The count stored in txn (0 when the record is absent; -EIO when it is
  * damaged). */
-int kv_unwritten_read(kv_env *e, MDB_txn *txn, uint64_t *count);
+int kv_unwritten_read(kv_env *e, kv_etxn *txn, uint64_t *count);
 
 /* The window (window.c). Mark ino changed in the open window (an op's txn
  * there; nothing elsewhere: a batch is committed before it is told). */
@@ -231,9 +229,12 @@ int kv_room_promise_check(kv_txn *t);
 /* Whether the image is tight and txn's pages in use reached the limit less
  * the reserve: an ordinary change must fail with -ENOSPC before it runs
  * (room.c). */
-int kv_room_over(kv_env *env, MDB_txn *txn);
+int kv_room_over(kv_env *env, kv_etxn *txn);
+/* The bytes a window may take now (the map grown first, up to want more
+ * than the extent): 0 when the image is near full (room.c). */
+uint64_t kv_room_window(kv_env *env, uint64_t want);
 /* What ordinary changes could still use after txn commits (the role). */
-uint64_t kv_room_avail_in(kv_env *env, MDB_txn *txn);
+uint64_t kv_room_avail_in(kv_env *env, kv_etxn *txn);
 
 /* Bytes of blocks a file holds past its size (allocated ahead, flusher.c). */
 static inline uint64_t kv_bytes_past_end(const struct stat *st)
@@ -248,11 +249,12 @@ static inline uint64_t kv_bytes_past_end(const struct stat *st)
 extern uint64_t (*kv_name_hash)(const char *name, size_t len);
 uint64_t kv_name_hash_xxh3(const char *name, size_t len);
 
-/* err.c. The one mapping of an LMDB return code (mrc: 0, an MDB_* code, or
- * an errno value LMDB passed on from the host) to 0 or a negative errno:
- *   MDB_NOTFOUND -ENOENT, MDB_KEYEXIST -EEXIST, MDB_MAP_FULL and MDB_TXN_FULL
- *   -ENOSPC (recorded on txn, which may be NULL), MDB_READERS_FULL -EAGAIN,
- *   MDB_INVALID -EINVAL, MDB_VERSION_MISMATCH -EPROTONOSUPPORT, ENOMEM,
+/* err.c. The one mapping of an engine's return code (mrc: 0, a KV_E* code
+ * of engine.h, or an errno value the engine passed on) to 0 or a negative
+ * errno:
+ *   KV_ENOTFOUND -ENOENT, KV_EKEYEXIST -EEXIST, KV_EMAP_FULL and KV_ETXN_FULL
+ *   -ENOSPC (recorded on txn, which may be NULL), KV_EREADERS_FULL -EAGAIN,
+ *   KV_EINVAL -EINVAL, KV_EVERSION -EPROTONOSUPPORT, ENOMEM,
  *   ENOSPC, EACCES, EROFS and EPERM as themselves, anything else -EIO.
  * A reader table full and an -EIO are logged as "what: reason"; what NULL:
  * not logged, the caller reports it. kv_err is the one to call: it costs no
@@ -301,7 +303,7 @@ int kv_tail_check(kv_env *env, int fd, char *err, size_t errlen);
 int kv_map_resize(kv_env *env, uint64_t bytes);
 
 /* A cursor on db valid in txn. NULL with *rc set on failure. */
-MDB_cursor *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);
+kv_ecur *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);
 void kv_txn_close_cursors(kv_txn *txn);
 
 static inline void kv_put_be64(unsigned char *p, uint64_t v)
@@ -356,18 +358,44 @@ uint64_t kv_block_csum(uint64_t ino, uint64_t idx, const void *data, size_t len)
 enum kv_block_fault { KV_BLOCK_OK, KV_BLOCK_BAD_LEN, KV_BLOCK_BAD_SUM, KV_BLOCK_ZSTD };
 enum kv_block_fault kv_block_verify(uint32_t bs, uint64_t ino, uint64_t idx, const void *val,
 				    size_t vlen, size_t *len);
+/* The engine's calls, for a record-layer txn t (engine.h). */
+static inline int kv_eget(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v)
+{
+	return t->env->eng->get(t->env, t->txn, db, k, v);
+}
+
+static inline int kv_eput(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v, unsigned flags)
+{
+	return t->env->eng->put(t->env, t->txn, db, k, v, flags);
+}
+
+static inline int kv_edel(kv_txn *t, enum kv_db db, const kv_val *k)
+{
+	return t->env->eng->del(t->env, t->txn, db, k);
+}
+
+static inline int kv_cget(kv_txn *t, kv_ecur *c, kv_val *k, kv_val *v, enum kv_cop op)
+{
+	return t->env->eng->cur_get(t->env, c, k, v, op);
+}
+
+static inline int kv_cdel(kv_txn *t, kv_ecur *c)
+{
+	return t->env->eng->cur_del(t->env, c);
+}
+
 /* One record of LMDB's free list (database 0): a count of page numbers, then
  * the numbers, each a size_t (as mdb_stat -f reads them), unaligned in the
  * page. The count, with *ids at the first number (read it with memcpy); or
  * -1 when the record is too short for its count. */
-long kv_freelist_record(const MDB_val *v, const unsigned char **ids);
+long kv_freelist_record(const kv_val *v, const unsigned char **ids);
 
 /* Check a block value of key (ino, idx); set *len to its data length. A
  * compressed block's is decompressed: *v then points at its bytes in the
  * txn's scratch (zstd.c). -EIO, logged (data.c); -ENOMEM. */
-int kv_block_check(kv_txn *txn, uint64_t ino, uint64_t idx, MDB_val *v, size_t *len);
+int kv_block_check(kv_txn *txn, uint64_t ino, uint64_t idx, kv_val *v, size_t *len);
 /* Store a block. sum: its checksum computed beforehand, or NULL. flags:
- * MDB_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
+ * KV_PUT_NOOVERWRITE for a block that cannot exist yet (-EEXIST if it does,
  * nothing changed). The data must not point into the map. */
 int kv_block_put(kv_txn *txn, uint64_t ino, uint64_t idx, const void *data, size_t len,
 		 const uint64_t *sum, unsigned flags);
@@ -381,7 +409,7 @@ int kv_data_zero_range(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t 
 int kv_ext_find(kv_txn *txn, uint64_t ino, uint64_t idx, struct kv_extent *x, uint64_t *next);
 /* The block value (checksum verified with its home's key) of a borrowed
  * block idx of x. -EIO. */
-int kv_ext_block(kv_txn *txn, const struct kv_extent *x, uint64_t idx, MDB_val *v, size_t *len);
+int kv_ext_block(kv_txn *txn, const struct kv_extent *x, uint64_t idx, kv_val *v, size_t *len);
 /* Borrowed block idx of in becomes its own (a copy under its own key and
  * checksum); in->nblocks is unchanged. 0 too when idx is not borrowed. */
 int kv_ext_own(kv_txn *txn, struct kv_inode *in, uint64_t idx);
@@ -424,7 +452,7 @@ void kv_z_end_read(kv_txn *txn);
  * (kv_block_verify said KV_BLOCK_ZSTD), decompressed into t's scratch: v
  * then points there, len data bytes and room for a checksum after, as a
  * plain block's value. -EIO (logged), -ENOMEM. */
-int kv_block_unz(kv_txn *txn, uint64_t ino, uint64_t idx, MDB_val *v, size_t len);
+int kv_block_unz(kv_txn *txn, uint64_t ino, uint64_t idx, kv_val *v, size_t len);
 void kv_z_free(struct kv_zscratch *z);
 /* A block the writer's role merged (len data bytes at data, for (ino,
  * idx)), compressed at level 1 when that takes less of the image and the

@@ -20,8 +20,8 @@
 
 struct kv_iter {
 	kv_txn *t;
-	MDB_cursor *c;
-	MDB_cursor_op next_op; /* MDB_FIRST, MDB_GET_CURRENT after a seek, MDB_NEXT */
+	kv_ecur *c;
+	enum kv_cop next_op; /* KV_FIRST, KV_GET_CURRENT after a seek, KV_NEXT */
 	int at_end;
 };
 
@@ -42,17 +42,10 @@ int kv_db_lookup(const char *name, enum kv_db *db)
 
 int kv_db_count(kv_txn *t, enum kv_db db, uint64_t *count)
 {
-	MDB_stat ms;
-	int rc;
-
 	*count = 0;
 	if ((t->env->missing_dbs >> db) & 1)
 		return 0;
-	rc = kv_err(t, mdb_stat(t->txn, t->env->dbi[db], &ms), "stat");
-	if (rc)
-		return rc;
-	*count = ms.ms_entries;
-	return 0;
+	return kv_err(t, t->env->eng->count(t->env, t->txn, db, count), "count");
 }
 
 int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
@@ -68,52 +61,54 @@ int kv_iter_open(kv_txn *t, enum kv_db db, kv_iter **out)
 		*out = it;
 		return 0;
 	}
-	rc = kv_err(t, mdb_cursor_open(t->txn, t->env->dbi[db], &it->c), "open cursor");
+	rc = kv_err(t, t->env->eng->cur_open(t->env, t->txn, db, &it->c), "open cursor");
 	if (rc) {
 		free(it);
 		return rc;
 	}
 	it->t = t;
-	it->next_op = MDB_FIRST;
+	it->next_op = KV_FIRST;
 	*out = it;
 	return 0;
 }
 
 int kv_iter_seek(kv_iter *it, const void *key, size_t klen)
 {
-	MDB_val k = {klen, (void *)key}, v;
-	int mrc = it->c ? mdb_cursor_get(it->c, &k, &v, MDB_SET_RANGE) : MDB_NOTFOUND;
+	kv_val k = {klen, (void *)key}, v;
+	int mrc = it->c ? kv_cget(it->t, it->c, &k, &v, KV_SET_RANGE) : KV_ENOTFOUND;
 
-	if (mrc == MDB_NOTFOUND) {
+	if (mrc == KV_ENOTFOUND) {
 		it->at_end = 1;
 		return -ENOENT;
 	}
 	if (mrc)
 		return kv_err(it->t, mrc, "seek");
 	it->at_end = 0;
-	it->next_op = MDB_GET_CURRENT;
+	it->next_op = KV_GET_CURRENT;
 	return 0;
 }
 
 int kv_iter_next(kv_iter *it, const void **key, size_t *klen, const void **val, size_t *vlen)
 {
-	MDB_val k, v;
+	kv_val k, v;
 	int mrc;
 
 	if (it->at_end)
 		return -ENOENT;
-	mrc = mdb_cursor_get(it->c, &k, &v, it->next_op);
-	it->next_op = MDB_NEXT;
-	if (mrc == MDB_NOTFOUND) {
+	/* the caller is done with the values of the last call (kv.h) */
+	it->t->env->eng->cur_forget(it->t->env, it->c);
+	mrc = kv_cget(it->t, it->c, &k, &v, it->next_op);
+	it->next_op = KV_NEXT;
+	if (mrc == KV_ENOTFOUND) {
 		it->at_end = 1;
 		return -ENOENT;
 	}
 	if (mrc)
 		return kv_err(it->t, mrc, "next");
-	*key = k.mv_data;
-	*klen = k.mv_size;
-	*val = v.mv_data;
-	*vlen = v.mv_size;
+	*key = k.data;
+	*klen = k.size;
+	*val = v.data;
+	*vlen = v.size;
 	return 0;
 }
 
@@ -122,31 +117,31 @@ void kv_iter_close(kv_iter *it)
 	if (!it)
 		return;
 	if (it->c)
-		mdb_cursor_close(it->c);
+		it->t->env->eng->cur_close(it->t->env, it->c);
 	free(it);
 }
 
 int kv_raw_put(kv_txn *t, enum kv_db db, const void *key, size_t klen, const void *val,
 	       size_t vlen)
 {
-	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+	kv_val k = {klen, (void *)key}, v = {vlen, (void *)val};
 
 	if (!t->write)
 		return -EROFS;
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[db], &k, &v, 0), "raw put");
+	return kv_err(t, kv_eput(t, db, &k, &v, 0), "raw put");
 }
 
 int kv_raw_del(kv_txn *t, enum kv_db db, const void *key, size_t klen)
 {
-	MDB_val k = {klen, (void *)key}, v;
+	kv_val k = {klen, (void *)key}, v;
 	int unwritten = 0, rc;
 
 	if (!t->write)
 		return -EROFS;
 	/* data.c invariant 5: an unwritten block leaves the count */
-	if (db == KV_DB_DATA && mdb_get(t->txn, t->env->dbi[db], &k, &v) == 0)
+	if (db == KV_DB_DATA && kv_eget(t, db, &k, &v) == 0)
 		unwritten = kv_block_unwritten(&v);
-	rc = kv_err(t, mdb_del(t->txn, t->env->dbi[db], &k, NULL), "raw delete");
+	rc = kv_err(t, kv_edel(t, db, &k), "raw delete");
 	return rc || !unwritten ? rc : kv_unwritten_add(t, -1);
 }
 

@@ -67,6 +67,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "lmdb_int.h"
 #include "writer.h"
 
 #define RESERVE_MIN (256ULL << 10)
@@ -78,6 +79,8 @@
 /* kv_room_avail is exact (counts pages in use) within this of the cap,
  * a lower bound past it */
 #define AVAIL_EXACT (64ULL << 20)
+/* The room of a store without a map of its own (engine.h): never short. */
+#define ROOM_UNMEASURED (UINT64_MAX / 4)
 
 uint64_t kv_room_per_block(const kv_env *e)
 {
@@ -116,10 +119,15 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 	struct stat st;
 	uint64_t limit;
 
+	if (!e->eng->map) { /* the store's room is its own: nothing is refused here */
+		*r = (struct kv_room){.use_max = ROOM_UNMEASURED, .cap = ROOM_UNMEASURED,
+				      .hard = ROOM_UNMEASURED};
+		return;
+	}
 	/* the meta pages lie in the map, which the role may be moving: any
 	 * thread reads them as a reader would (never with a read txn held) */
 	pthread_rwlock_rdlock(&e->map_lock);
-	mdb_env_info(e->env, &info);
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	pthread_rwlock_unlock(&e->map_lock);
 	r->extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	r->alloc_end = r->extent;
@@ -147,26 +155,29 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 
 /* The pages the transaction's trees hold, the freelist's and the two meta
  * pages with them: what is in use, up to the pages it freed itself. */
-static uint64_t in_use(kv_env *e, MDB_txn *txn)
+static uint64_t in_use(kv_env *e, kv_etxn *txn)
 {
 	uint64_t pages = 2;
 	MDB_stat ms;
 
 	for (int i = 0; i < KV_NDB + 2; i++) {
-		MDB_dbi dbi = i < 2 ? (MDB_dbi)i : e->dbi[i - 2]; /* FREE_DBI, MAIN_DBI, ours */
-		if (mdb_stat(txn, dbi, &ms) == 0)
+		MDB_dbi dbi = i < 2 ? (MDB_dbi)i : kv_lmdb(e)->dbi[i - 2]; /* FREE_DBI, MAIN_DBI, ours */
+		if (mdb_stat(kv_mtxn(txn), dbi, &ms) == 0)
 			pages += ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages;
 	}
 	return pages * e->page_size;
 }
 
-uint64_t kv_room_avail_in(kv_env *e, MDB_txn *txn)
+uint64_t kv_room_avail_in(kv_env *e, kv_etxn *txn)
 {
 	MDB_envinfo info;
 	uint64_t extent, used;
 
+	if (!e->eng->map)
+		return ROOM_UNMEASURED;
+
 	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win)); /* invariant 3 */
-	mdb_env_info(e->env, &info);
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	/* far from full: what lies past the extent is room enough to tell */
 	if (e->room_use_max > extent + AVAIL_EXACT)
@@ -186,10 +197,10 @@ uint64_t kv_room_avail(kv_env *e)
 	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);
 }
 
-int kv_room_over(kv_env *e, MDB_txn *txn)
+int kv_room_over(kv_env *e, kv_etxn *txn)
 {
 	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win));
-	return e->room_tight && in_use(e, txn) >= e->room_use_max;
+	return e->eng->map && e->room_tight && in_use(e, txn) >= e->room_use_max;
 }
 
 int kv_room_promise_check(kv_txn *t)
@@ -199,11 +210,11 @@ int kv_room_promise_check(kv_txn *t)
 	MDB_envinfo info;
 
 	assert(t->write && kv_role_mine(e));
-	if (kv_unwritten_read(e, t->txn, &count) != 0 || count <= published)
+	if (!e->eng->map || kv_unwritten_read(e, t->txn, &count) != 0 || count <= published)
 		return 0;
 	/* room_use_max leaves out what was published: the rest is new */
 	need = (count - published) * kv_room_per_block(e);
-	mdb_env_info(e->env, &info);
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	used = ((uint64_t)info.me_last_pgno + 1) * e->page_size; /* the extent */
 	if (e->room_use_max > used + AVAIL_EXACT && e->room_use_max - used >= need)
 		return 0; /* far from full */
@@ -242,8 +253,12 @@ int kv_room_update(kv_env *e)
 	int shrunk = 0;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win); /* invariant 3: between transactions */
+	if (!e->eng->map) {
+		atomic_store(&e->room_avail, ROOM_UNMEASURED);
+		return 0;
+	}
 	if (!e->room_anchor) { /* the first, as the writer starts */
-		mdb_env_info(e->env, &info);
+		mdb_env_info(kv_lmdb(e)->env, &info);
 		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	}
 	kv_room_measure(e, &r);
@@ -259,7 +274,7 @@ int kv_room_update(kv_env *e)
 		atomic_store(&e->room_avail, r.use_max > r.extent ? r.use_max - r.extent : 0);
 	step = r.reserve / 4 > CHECK_MIN ? r.reserve / 4 : CHECK_MIN;
 	e->room_next = r.extent + step;
-	mdb_env_info(e->env, &info);
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (!e->in_reserve && info.me_mapsize > r.cap) {
 		if (kv_map_resize(e, r.cap) == 0)
 			shrunk = 1;
@@ -272,7 +287,9 @@ void kv_room_check(kv_env *e)
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win);
-	mdb_env_info(e->env, &info);
+	if (!e->eng->map)
+		return;
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= e->room_next)
 		kv_room_update(e);
 }
@@ -283,7 +300,9 @@ int kv_map_grow(kv_env *e)
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win);
-	mdb_env_info(e->env, &info);
+	if (!e->eng->map)
+		return -ENOSPC;
+	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;
 	next = (uint64_t)info.me_mapsize * 2;
@@ -297,7 +316,7 @@ void kv_room_close(kv_env *e)
 	struct kv_room r;
 	struct stat st;
 
-	if (fstat(e->lock_fd, &st) != 0)
+	if (!e->eng->map || fstat(e->lock_fd, &st) != 0)
 		return;
 	kv_room_measure(e, &r);
 	if (r.alloc_end <= r.extent + r.reserve)
@@ -316,4 +335,25 @@ void kv_room_close(kv_env *e)
 	if (!e->room_no_alloc && r.extent + r.reserve > (uint64_t)st.st_size)
 		(void)!fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, st.st_size,
 				 (off_t)(r.extent + r.reserve - (uint64_t)st.st_size));
+}
+
+uint64_t kv_room_window(kv_env *e, uint64_t want)
+{
+	MDB_envinfo info;
+	struct kv_room r;
+	uint64_t room;
+
+	if (!e->eng->map)
+		return want; /* nothing to measure: the store's room is its own */
+	kv_room_measure(e, &r);
+	mdb_env_info(kv_lmdb(e)->env, &info);
+	while (info.me_mapsize < r.extent + want && info.me_mapsize < r.cap && kv_map_grow(e) == 0)
+		mdb_env_info(kv_lmdb(e)->env, &info);
+	/* half of what the map, the file's room past its end and the host
+	 * leave, so that the freed pages' record and LMDB's own pages fit
+	 * too (window.c invariant 5) */
+	room = info.me_mapsize > r.extent ? info.me_mapsize - r.extent : 0;
+	if (room > r.alloc_end - r.extent + r.host_avail / 2)
+		room = r.alloc_end - r.extent + r.host_avail / 2;
+	return r.extent > r.use_max ? 0 : room;
 }

@@ -42,13 +42,13 @@ static int missing(kv_txn *t, enum kv_db db)
 	return (t->env->missing_dbs >> db) & 1;
 }
 
-static int decode(kv_txn *t, enum kv_db db, const MDB_val *k, const MDB_val *v,
+static int decode(kv_txn *t, enum kv_db db, const kv_val *k, const kv_val *v,
 		  struct kv_extent *x)
 {
-	if (kv_decode_extent(db, k->mv_data, k->mv_size, v->mv_data, v->mv_size, x) == 0)
+	if (kv_decode_extent(db, k->data, k->size, v->data, v->size, x) == 0)
 		return 0;
 	kv_log("inode %llu: a damaged %s record (fsck.kvfs repairs it)",
-	       k->mv_size >= 8 ? (unsigned long long)kv_get_be64(k->mv_data) : 0ULL,
+	       k->size >= 8 ? (unsigned long long)kv_get_be64(k->data) : 0ULL,
 	       kv_db_names[db]);
 	(void)t;
 	return -EIO;
@@ -57,8 +57,8 @@ static int decode(kv_txn *t, enum kv_db db, const MDB_val *k, const MDB_val *v,
 int kv_ext_find(kv_txn *t, uint64_t ino, uint64_t idx, struct kv_extent *x, uint64_t *next)
 {
 	unsigned char kb[16];
-	MDB_val k = {16, kb}, v;
-	MDB_cursor *c;
+	kv_val k = {16, kb}, v;
+	kv_ecur *c;
 	int mrc, rc;
 
 	*next = UINT64_MAX;
@@ -69,9 +69,9 @@ int kv_ext_find(kv_txn *t, uint64_t ino, uint64_t idx, struct kv_extent *x, uint
 		return rc;
 	kv_put_be64(kb, ino);
 	kv_put_be64(kb + 8, idx);
-	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
 	if (mrc == 0) {
-		if (k.mv_size == 16 && kv_get_be64(k.mv_data) == ino) {
+		if (k.size == 16 && kv_get_be64(k.data) == ino) {
 			rc = decode(t, KV_DB_EXTENT, &k, &v, x);
 			if (rc)
 				return rc;
@@ -79,15 +79,15 @@ int kv_ext_find(kv_txn *t, uint64_t ino, uint64_t idx, struct kv_extent *x, uint
 				return 0;
 			*next = x->first;
 		}
-		mrc = mdb_cursor_get(c, &k, &v, MDB_PREV);
-	} else if (mrc == MDB_NOTFOUND) {
-		mrc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+		mrc = kv_cget(t, c, &k, &v, KV_PREV);
+	} else if (mrc == KV_ENOTFOUND) {
+		mrc = kv_cget(t, c, &k, &v, KV_LAST);
 	}
-	if (mrc == MDB_NOTFOUND)
+	if (mrc == KV_ENOTFOUND)
 		return -ENOENT;
 	if (mrc)
 		return kv_err(t, mrc, "find extent");
-	if (k.mv_size != 16 || kv_get_be64(k.mv_data) != ino)
+	if (k.size != 16 || kv_get_be64(k.data) != ino)
 		return -ENOENT;
 	rc = decode(t, KV_DB_EXTENT, &k, &v, x);
 	if (rc)
@@ -95,18 +95,18 @@ int kv_ext_find(kv_txn *t, uint64_t ino, uint64_t idx, struct kv_extent *x, uint
 	return x->first + x->count > idx ? 0 : -ENOENT;
 }
 
-int kv_ext_block(kv_txn *t, const struct kv_extent *x, uint64_t idx, MDB_val *v, size_t *len)
+int kv_ext_block(kv_txn *t, const struct kv_extent *x, uint64_t idx, kv_val *v, size_t *len)
 {
 	uint64_t h = x->hfirst + (idx - x->first);
 	unsigned char kb[16];
-	MDB_val k = {16, kb};
+	kv_val k = {16, kb};
 	int mrc;
 
 	assert(idx >= x->first && idx - x->first < x->count);
 	kv_put_be64(kb, x->home);
 	kv_put_be64(kb + 8, h);
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, v);
-	if (mrc == MDB_NOTFOUND || (mrc == 0 && kv_block_unwritten(v))) {
+	mrc = kv_eget(t, KV_DB_DATA, &k, v);
+	if (mrc == KV_ENOTFOUND || (mrc == 0 && kv_block_unwritten(v))) {
 		kv_log("inode %llu block %llu: its home, inode %llu block %llu, is missing",
 		       (unsigned long long)x->ino, (unsigned long long)idx,
 		       (unsigned long long)x->home, (unsigned long long)h);
@@ -118,16 +118,16 @@ int kv_ext_block(kv_txn *t, const struct kv_extent *x, uint64_t idx, MDB_val *v,
 }
 
 /* A cursor on home's lend records from the first that may name block idx
- * (invariant 5), *mrc MDB_SET_RANGE's code there; NULL with *rc 0 on a
+ * (invariant 5), *mrc KV_SET_RANGE's code there; NULL with *rc 0 on a
  * version 1 image (it has none), with *rc an error else. kb: the key's
  * room, k and v: where the record is. */
-static MDB_cursor *lend_from(kv_txn *t, uint64_t home, uint64_t idx, unsigned char kb[32],
-			     MDB_val *k, MDB_val *v, int *mrc, int *rc)
+static kv_ecur *lend_from(kv_txn *t, uint64_t home, uint64_t idx, unsigned char kb[32],
+			     kv_val *k, kv_val *v, int *mrc, int *rc)
 {
-	MDB_cursor *c;
+	kv_ecur *c;
 
 	*rc = 0;
-	*mrc = MDB_NOTFOUND;
+	*mrc = KV_ENOTFOUND;
 	if (missing(t, KV_DB_LEND))
 		return NULL;
 	c = kv_cursor(t, KV_DB_LEND, rc);
@@ -136,17 +136,17 @@ static MDB_cursor *lend_from(kv_txn *t, uint64_t home, uint64_t idx, unsigned ch
 	memset(kb, 0, 32);
 	kv_put_be64(kb, home);
 	kv_put_be64(kb + 8, idx >= KV_EXTENT_MAX - 1 ? idx - (KV_EXTENT_MAX - 1) : 0);
-	*k = (MDB_val){32, kb};
-	*mrc = mdb_cursor_get(c, k, v, MDB_SET_RANGE);
+	*k = (kv_val){32, kb};
+	*mrc = kv_cget(t, c, k, v, KV_SET_RANGE);
 	return c;
 }
 
 int kv_lend_covered(kv_txn *t, uint64_t home, uint64_t idx, uint64_t *end, uint64_t *next)
 {
 	unsigned char kb[32];
-	MDB_val k, v;
+	kv_val k, v;
 	struct kv_extent x;
-	MDB_cursor *c;
+	kv_ecur *c;
 	int mrc, rc;
 
 	*end = idx;
@@ -154,8 +154,8 @@ int kv_lend_covered(kv_txn *t, uint64_t home, uint64_t idx, uint64_t *end, uint6
 	c = lend_from(t, home, idx, kb, &k, &v, &mrc, &rc);
 	if (!c)
 		return rc;
-	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != home)
+	for (; mrc == 0; mrc = kv_cget(t, c, &k, &v, KV_NEXT)) {
+		if (k.size < 8 || kv_get_be64(k.data) != home)
 			break;
 		rc = decode(t, KV_DB_LEND, &k, &v, &x);
 		if (rc)
@@ -167,7 +167,7 @@ int kv_lend_covered(kv_txn *t, uint64_t home, uint64_t idx, uint64_t *end, uint6
 		if (x.hfirst + x.count > *end)
 			*end = x.hfirst + x.count;
 	}
-	if (mrc && mrc != MDB_NOTFOUND)
+	if (mrc && mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "find lent blocks");
 	return *end > idx;
 }
@@ -176,31 +176,31 @@ int kv_lend_covered(kv_txn *t, uint64_t home, uint64_t idx, uint64_t *end, uint6
 static int ext_put(kv_txn *t, const struct kv_extent *x)
 {
 	unsigned char kb[32], vb[KV_EXTENT_VLEN];
-	MDB_val k, v;
+	kv_val k, v;
 	int rc;
 
 	assert(x->count >= 1 && x->count <= KV_EXTENT_MAX);
-	kv_encode_extent(KV_DB_EXTENT, x, kb, &k.mv_size, vb, &v.mv_size);
-	k.mv_data = kb;
-	v.mv_data = vb;
-	rc = kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_EXTENT], &k, &v, 0), "put extent");
+	kv_encode_extent(KV_DB_EXTENT, x, kb, &k.size, vb, &v.size);
+	k.data = kb;
+	v.data = vb;
+	rc = kv_err(t, kv_eput(t, KV_DB_EXTENT, &k, &v, 0), "put extent");
 	if (rc)
 		return rc;
-	kv_encode_extent(KV_DB_LEND, x, kb, &k.mv_size, vb, &v.mv_size);
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_LEND], &k, &v, 0), "put lend");
+	kv_encode_extent(KV_DB_LEND, x, kb, &k.size, vb, &v.size);
+	return kv_err(t, kv_eput(t, KV_DB_LEND, &k, &v, 0), "put lend");
 }
 
 static int ext_del(kv_txn *t, const struct kv_extent *x)
 {
 	unsigned char kb[32], vb[KV_EXTENT_VLEN];
-	MDB_val k, v;
+	kv_val k, v;
 	int mrc;
 
 	for (enum kv_db db = KV_DB_EXTENT; db <= KV_DB_LEND; db++) {
-		kv_encode_extent(db, x, kb, &k.mv_size, vb, &v.mv_size);
-		k.mv_data = kb;
-		mrc = mdb_del(t->txn, t->env->dbi[db], &k, NULL);
-		if (mrc == MDB_NOTFOUND) /* the other half of a damaged pair */
+		kv_encode_extent(db, x, kb, &k.size, vb, &v.size);
+		k.data = kb;
+		mrc = kv_edel(t, db, &k);
+		if (mrc == KV_ENOTFOUND) /* the other half of a damaged pair */
 			kv_log("inode %llu: extent at block %llu without its %s record",
 			       (unsigned long long)x->ino, (unsigned long long)x->first,
 			       kv_db_names[db]);
@@ -214,8 +214,8 @@ static int ext_del(kv_txn *t, const struct kv_extent *x)
 static int drop_blocks(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, int64_t *unwritten)
 {
 	unsigned char kb[16];
-	MDB_val k = {16, kb}, v;
-	MDB_cursor *c;
+	kv_val k = {16, kb}, v;
+	kv_ecur *c;
 	int mrc, rc;
 
 	c = kv_cursor(t, KV_DB_DATA, &rc);
@@ -223,19 +223,19 @@ static int drop_blocks(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, int64_t
 		return rc;
 	kv_put_be64(kb, home);
 	kv_put_be64(kb + 8, a);
-	mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
 	while (mrc == 0) {
-		if (k.mv_size != 16 || kv_get_be64(k.mv_data) != home ||
-		    kv_get_be64((unsigned char *)k.mv_data + 8) >= b)
+		if (k.size != 16 || kv_get_be64(k.data) != home ||
+		    kv_get_be64((unsigned char *)k.data + 8) >= b)
 			return 0;
 		*unwritten += kv_block_unwritten(&v);
-		mrc = mdb_cursor_del(c, 0);
+		mrc = kv_cdel(t, c);
 		if (mrc)
 			break;
 		/* the cursor now stands on the following key (inode.c) */
-		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		mrc = kv_cget(t, c, &k, &v, KV_NEXT);
 	}
-	return mrc == MDB_NOTFOUND ? 0 : kv_err(t, mrc, "delete blocks");
+	return mrc == KV_ENOTFOUND ? 0 : kv_err(t, mrc, "delete blocks");
 }
 
 /* Drop home's blocks of [a, b) that no lend record names any more, and
@@ -267,15 +267,15 @@ static int drop_unlent(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, int64_t
 static int release(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 {
 	unsigned char kb[8];
-	MDB_val k = {8, kb}, v;
+	kv_val k = {8, kb}, v;
 	int64_t unwritten = 0;
 	int mrc, rc;
 
 	kv_put_be64(kb, home);
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_INODE], &k, &v);
+	mrc = kv_eget(t, KV_DB_INODE, &k, &v);
 	if (mrc == 0)
 		return 0; /* a live home keeps its blocks */
-	if (mrc != MDB_NOTFOUND)
+	if (mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "get home");
 	rc = drop_unlent(t, home, a, b, &unwritten);
 	return rc ? rc : kv_unwritten_add(t, -unwritten);
@@ -327,9 +327,9 @@ static int ext_cut(kv_txn *t, uint64_t ino, uint64_t a, uint64_t b, uint64_t *dr
 }
 
 /* Copy a block value's bytes out of the map into the writer's buffer. */
-static const void *out_of_map(kv_txn *t, const MDB_val *v, size_t len)
+static const void *out_of_map(kv_txn *t, const kv_val *v, size_t len)
 {
-	memcpy(t->env->wbuf, v->mv_data, len);
+	memcpy(t->env->wbuf, v->data, len);
 	return t->env->wbuf;
 }
 
@@ -338,7 +338,7 @@ int kv_ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)
 	struct kv_extent x;
 	uint64_t next, dropped;
 	size_t len;
-	MDB_val v;
+	kv_val v;
 	int rc;
 
 	rc = kv_ext_find(t, in->ino, idx, &x, &next);
@@ -353,17 +353,17 @@ int kv_ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)
 
 /* Block value v of (home, h) copied to (ino, idx), checksummed for its new
  * key: a compressed one stays compressed (its frame copied, zstd.c). */
-static int copy_block(kv_txn *t, uint64_t home, uint64_t h, MDB_val *v, uint64_t ino,
+static int copy_block(kv_txn *t, uint64_t home, uint64_t h, kv_val *v, uint64_t ino,
 		      uint64_t idx)
 {
 	uint64_t zsum;
 	size_t len;
 
-	switch (kv_block_verify(t->env->super.block_size, home, h, v->mv_data, v->mv_size,
+	switch (kv_block_verify(t->env->super.block_size, home, h, v->data, v->size,
 				&len)) {
 	case KV_BLOCK_ZSTD:
-		len = v->mv_size - KV_CSUM_LEN;
-		zsum = kv_block_zcsum(ino, idx, v->mv_data, len);
+		len = v->size - KV_CSUM_LEN;
+		zsum = kv_block_zcsum(ino, idx, v->data, len);
 		return kv_block_put(t, ino, idx, out_of_map(t, v, len), len, &zsum, 0);
 	case KV_BLOCK_OK:
 		return kv_block_put(t, ino, idx, out_of_map(t, v, len), len, NULL, 0);
@@ -376,15 +376,15 @@ static int copy_block(kv_txn *t, uint64_t home, uint64_t h, MDB_val *v, uint64_t
 static int lend_first(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, struct kv_extent *x)
 {
 	unsigned char kb[32];
-	MDB_val k, v;
-	MDB_cursor *c;
+	kv_val k, v;
+	kv_ecur *c;
 	int mrc, rc;
 
 	c = lend_from(t, home, a, kb, &k, &v, &mrc, &rc);
 	if (!c)
 		return rc ? rc : -ENOENT;
-	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != home)
+	for (; mrc == 0; mrc = kv_cget(t, c, &k, &v, KV_NEXT)) {
+		if (k.size < 8 || kv_get_be64(k.data) != home)
 			return -ENOENT;
 		rc = decode(t, KV_DB_LEND, &k, &v, x);
 		if (rc)
@@ -394,7 +394,7 @@ static int lend_first(kv_txn *t, uint64_t home, uint64_t a, uint64_t b, struct k
 		if (x->hfirst + x->count > a)
 			return 0;
 	}
-	return mrc == MDB_NOTFOUND ? -ENOENT : kv_err(t, mrc, "find lent blocks");
+	return mrc == KV_ENOTFOUND ? -ENOENT : kv_err(t, mrc, "find lent blocks");
 }
 
 /* Home's blocks [a, b) are about to change: each borrower of one gets a
@@ -403,7 +403,7 @@ static int lend_cow(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 {
 	struct kv_extent x;
 	unsigned char kb[16];
-	MDB_val k = {16, kb}, v;
+	kv_val k = {16, kb}, v;
 	uint64_t lo, hi, dropped;
 	int mrc, rc;
 
@@ -418,8 +418,8 @@ static int lend_cow(kv_txn *t, uint64_t home, uint64_t a, uint64_t b)
 		for (uint64_t h = lo; h < hi; h++) {
 			kv_put_be64(kb, home);
 			kv_put_be64(kb + 8, h);
-			mrc = mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v);
-			if (mrc == MDB_NOTFOUND) {
+			mrc = kv_eget(t, KV_DB_DATA, &k, &v);
+			if (mrc == KV_ENOTFOUND) {
 				kv_log("inode %llu block %llu: lent, but missing",
 				       (unsigned long long)home, (unsigned long long)h);
 				return -EIO;
@@ -536,8 +536,8 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 	unsigned char kb[16];
 	uint64_t pos = sidx, stop, next, xnext;
 	struct kv_extent x;
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	int mrc, rc;
 
 	kv_win_mark(t, dst->ino); /* window.c invariant 3 */
@@ -564,12 +564,12 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 	while (pos < stop) {
 		kv_put_be64(kb, src->ino);
 		kv_put_be64(kb + 8, pos);
-		k = (MDB_val){16, kb};
-		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		k = (kv_val){16, kb};
+		mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
 		next = UINT64_MAX; /* the first block src stores past pos */
 		/* src's data records from pos on, while they run on */
-		while (mrc == 0 && k.mv_size == 16 && kv_get_be64(k.mv_data) == src->ino) {
-			uint64_t i = kv_get_be64((unsigned char *)k.mv_data + 8);
+		while (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == src->ino) {
+			uint64_t i = kv_get_be64((unsigned char *)k.data + 8);
 
 			if (i != pos || i >= stop) {
 				next = i;
@@ -582,9 +582,9 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 			if (rc)
 				return rc;
 			pos++;
-			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+			mrc = kv_cget(t, c, &k, &v, KV_NEXT);
 		}
-		if (mrc && mrc != MDB_NOTFOUND)
+		if (mrc && mrc != KV_ENOTFOUND)
 			return kv_err(t, mrc, "share");
 		if (pos >= stop)
 			continue;

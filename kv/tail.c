@@ -39,7 +39,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 
 /* Missing pages checked at most (a bit each): 1 TiB of 4 KiB pages. */
 #define TAIL_MAX_PAGES (1ULL << 28)
@@ -55,14 +55,14 @@ static int count_free(kv_env *e, uint64_t first, uint64_t n, unsigned char *seen
 	int mrc;
 
 	*found = 0;
-	if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn))
+	if (mdb_txn_begin(kv_lmdb(e)->env, NULL, MDB_RDONLY, &txn))
 		return -EIO;
 	mrc = mdb_cursor_open(txn, 0, &cur); /* database 0: the free list */
 	if (mrc)
 		goto txn_abort;
 	while (!(mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))) {
 		const unsigned char *ids;
-		long cnt = kv_freelist_record(&v, &ids);
+		long cnt = kv_freelist_record((kv_val *)&v, &ids);
 
 		if (cnt < 0)
 			break;
@@ -160,7 +160,7 @@ int kv_tail_check(kv_env *e, int fd, char *err, size_t errlen)
 	/* a read-only open may race the writer of a live image: a file that
 	 * grew during a refused check is looked at again (invariant 4) */
 	for (int tries = 0; tries < 3; tries++) {
-		if (mdb_env_info(e->env, &info) || mdb_env_stat(e->env, &ms) || fstat(fd, &st))
+		if (mdb_env_info(kv_lmdb(e)->env, &info) || mdb_env_stat(kv_lmdb(e)->env, &ms) || fstat(fd, &st))
 			return -EIO;
 		e->page_size = ms.ms_psize;
 		need = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;

@@ -58,38 +58,38 @@ static int defaults_valid(const char *s, size_t len)
 
 int kv_defaults_get(kv_txn *t, char *buf, size_t size)
 {
-	MDB_val k = {strlen(KV_DEFAULTS_KEY), KV_DEFAULTS_KEY}, v;
+	kv_val k = {strlen(KV_DEFAULTS_KEY), KV_DEFAULTS_KEY}, v;
 	int mrc;
 
 	if (size < KV_DEFAULTS_MAX + 1)
 		return -ERANGE;
 	buf[0] = '\0';
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_META], &k, &v);
-	if (mrc == MDB_NOTFOUND)
+	mrc = kv_eget(t, KV_DB_META, &k, &v);
+	if (mrc == KV_ENOTFOUND)
 		return 0;
 	if (mrc)
 		return kv_err(t, mrc, "get mount defaults");
-	if (!defaults_valid(v.mv_data, v.mv_size))
+	if (!defaults_valid(v.data, v.size))
 		return -EIO;
-	memcpy(buf, v.mv_data, v.mv_size);
-	buf[v.mv_size] = '\0';
+	memcpy(buf, v.data, v.size);
+	buf[v.size] = '\0';
 	return 0;
 }
 
 int kv_defaults_set(kv_txn *t, const char *opts)
 {
-	MDB_val k = {strlen(KV_DEFAULTS_KEY), KV_DEFAULTS_KEY}, v = {strlen(opts), (void *)opts};
+	kv_val k = {strlen(KV_DEFAULTS_KEY), KV_DEFAULTS_KEY}, v = {strlen(opts), (void *)opts};
 	int mrc;
 
 	if (!t->write)
 		return -EROFS;
 	if (opts[0] == '\0') {
-		mrc = mdb_del(t->txn, t->env->dbi[KV_DB_META], &k, NULL);
-		return mrc == MDB_NOTFOUND ? 0 : kv_err(t, mrc, "delete mount defaults");
+		mrc = kv_edel(t, KV_DB_META, &k);
+		return mrc == KV_ENOTFOUND ? 0 : kv_err(t, mrc, "delete mount defaults");
 	}
-	if (!defaults_valid(opts, v.mv_size))
+	if (!defaults_valid(opts, v.size))
 		return -EINVAL;
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_META], &k, &v, 0),
+	return kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0),
 		      "put mount defaults");
 }
 

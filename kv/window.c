@@ -28,7 +28,7 @@
  *     open), by the role.
  *  2. Every op runs in a child transaction of W: a failure is rolled back
  *     alone and never touches what was told before. An op short of room
- *     (MDB_MAP_FULL or MDB_TXN_FULL in its child) is not told: W commits,
+ *     (KV_EMAP_FULL or KV_ETXN_FULL in its child) is not told: W commits,
  *     and the op goes to writer.c's batches, which grow the map or use the
  *     reserve.
  *  3. Read-your-writes: an op marks the inodes whose records it changes
@@ -183,7 +183,7 @@ void kv_win_leave(kv_txn *t)
 
 	for (int i = 0; i < KV_NDB; i++) {
 		if (t->wcur[i])
-			mdb_cursor_close(t->wcur[i]);
+			e->eng->cur_close(e, t->wcur[i]);
 		t->wcur[i] = NULL;
 	}
 	t->in_window = 0;
@@ -208,15 +208,15 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 	assert(kv_role_mine(e) && e->win);
 	if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
 		return op->rc = -ENOSPC, FAILED;
-	mrc = mdb_txn_begin(e->env, e->win, 0, &t.txn);
+	mrc = e->eng->txn_begin(e, e->win, 0, &t.txn);
 	if (mrc)
 		return op->rc = kv_err(NULL, mrc, "begin op"), FAILED;
 	rc = op->apply(&t, op->arg);
 	kv_txn_close_cursors(&t);
 	if (rc == 0 && !t.map_full && !t.txn_full)
-		rc = kv_err(&t, mdb_txn_commit(t.txn), "commit op");
+		rc = kv_err(&t, e->eng->txn_commit(e, t.txn), "commit op");
 	else
-		mdb_txn_abort(t.txn);
+		e->eng->txn_abort(e, t.txn);
 	if (t.map_full || t.txn_full) {
 		e->wb_bytes = bytes;
 		op->rc = 0;
@@ -277,27 +277,15 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
  * WIN_MIN_PAGES (batches meanwhile). */
 static void win_open(kv_env *e)
 {
-	struct kv_room r;
-	MDB_envinfo info;
 	uint64_t room;
 	int mrc;
 
 	assert(kv_role_mine(e) && !e->win && !e->w_txn);
-	kv_room_measure(e, &r);
-	mdb_env_info(e->env, &info);
-	while (info.me_mapsize < r.extent + 2 * WIN_BYTES_MAX && info.me_mapsize < r.cap &&
-	       kv_map_grow(e) == 0)
-		mdb_env_info(e->env, &info);
-	/* half of what the map, the file's room past its end and the host
-	 * leave, so that the freed pages' record and LMDB's own pages fit
-	 * too (invariant 5) */
-	room = info.me_mapsize > r.extent ? info.me_mapsize - r.extent : 0;
-	if (room > r.alloc_end - r.extent + r.host_avail / 2)
-		room = r.alloc_end - r.extent + r.host_avail / 2;
-	if (room / e->page_size < WIN_MIN_PAGES || r.extent > r.use_max)
+	room = kv_room_window(e, 2 * WIN_BYTES_MAX);
+	if (room / e->page_size < WIN_MIN_PAGES)
 		return; /* near full: batches, told after their commit */
 	e->win_room = room / 4 / e->page_size;
-	mrc = mdb_txn_begin(e->env, NULL, 0, &e->win);
+	mrc = e->eng->txn_begin(e, NULL, 0, &e->win);
 	if (mrc) {
 		e->win = NULL;
 		kv_err(NULL, mrc, "begin window");
@@ -317,9 +305,9 @@ static int win_close(kv_env *e, int sync)
 
 	assert(kv_role_mine(e) && e->win);
 	if (!e->win_dirty && next_ino == e->super.next_ino) {
-		mdb_txn_abort(e->win); /* nothing to commit */
+		e->eng->txn_abort(e, e->win); /* nothing to commit */
 		e->win = NULL;
-		return sync && e->unsynced ? kv_err(NULL, mdb_env_sync(e->env, 1), "sync") : 0;
+		return sync && e->unsynced ? kv_err(NULL, e->eng->sync(e), "sync") : 0;
 	}
 	if (next_ino != e->super.next_ino) {
 		struct kv_super s = e->super;
@@ -329,10 +317,10 @@ static int win_close(kv_env *e, int sync)
 	}
 	avail = kv_room_avail_in(e, e->win);
 	if (rc) {
-		mdb_txn_abort(e->win);
+		e->eng->txn_abort(e, e->win);
 	} else {
 		kv_unwritten_prepare(e, e->win);
-		mrc = mdb_txn_commit(e->win);
+		mrc = e->eng->txn_commit(e, e->win);
 		if (mrc == EIO && kv_disk_full(e))
 			mrc = ENOSPC; /* LMDB says EIO for a short write */
 		rc = mrc ? kv_err(NULL, mrc, "commit window") : 0;
@@ -346,7 +334,7 @@ static int win_close(kv_env *e, int sync)
 	marks_clear(e);
 	kv_after_commit(e);
 	if (sync && e->durability != KV_DURABLE_FULL) {
-		rc = kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
+		rc = kv_err(NULL, e->eng->sync(e), "sync");
 		if (rc == 0)
 			e->unsynced = 0;
 	}

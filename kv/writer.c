@@ -25,10 +25,10 @@
  *     (and durable, in the modes and for the ops that ask).
  *  2. An op that fails is rolled back alone (its child txn is aborted); the
  *     ops before and after it are unaffected.
- *  3. MDB_MAP_FULL (from an op or from the commit) aborts everything not yet
+ *  3. KV_EMAP_FULL (from an op or from the commit) aborts everything not yet
  *     committed; the map grows and the uncommitted ops are replayed. When the
  *     map cannot grow, the op that needed the room gets -ENOSPC and the
- *     others are retried without it. MDB_TXN_FULL splits the batch the same
+ *     others are retried without it. KV_ETXN_FULL splits the batch the same
  *     way. So nothing committed is ever lost and one op cannot fail another.
  *  4. done() may free the op: the writer reads op->next before calling it.
  *  5. At most one thread holds the role (w_busy, under q_lock); batches, the
@@ -111,7 +111,7 @@ enum stop_reason { STOP_NONE, STOP_MAP_FULL, STOP_TXN_FULL, STOP_FAILED };
  * stops it (STOP_FAILED): the parent then holds partial changes and must be
  * aborted. Otherwise each op runs in a child txn of its own, so a failure is
  * rolled back alone. */
-static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, int flat,
+static struct kv_op *apply_ops(kv_env *e, kv_etxn *parent, struct kv_op *start, int flat,
 			       enum stop_reason *why)
 {
 	struct kv_op *op;
@@ -133,7 +133,7 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 		if (flat)
 			t.txn = parent;
 		else
-			mrc = mdb_txn_begin(e->env, parent, 0, &t.txn);
+			mrc = e->eng->txn_begin(e, parent, 0, &t.txn);
 		if (mrc) {
 			op->rc = kv_err(&t, mrc, "begin op");
 		} else {
@@ -145,9 +145,9 @@ static struct kv_op *apply_ops(kv_env *e, MDB_txn *parent, struct kv_op *start, 
 					return op;
 				}
 			} else if (op->rc == 0 && !t.map_full && !t.txn_full) {
-				op->rc = kv_err(&t, mdb_txn_commit(t.txn), "commit op");
+				op->rc = kv_err(&t, e->eng->txn_commit(e, t.txn), "commit op");
 			} else {
-				mdb_txn_abort(t.txn);
+				e->eng->txn_abort(e, t.txn);
 			}
 		}
 		if (t.map_full) {
@@ -231,14 +231,14 @@ static void run_each(kv_env *e, struct kv_op *start, struct kv_op *stop)
 /* What a commit was short of (commit_batch). */
 enum short_of {
 	SHORT_NONE,
-	SHORT_MAP,  /* MDB_MAP_FULL: the record of the freed pages needs pages too */
+	SHORT_MAP,  /* KV_EMAP_FULL: the record of the freed pages needs pages too */
 	SHORT_HOST, /* the host filesystem is full, or the superblock did not fit */
 };
 
 /* Store the superblock if the inode counter moved, then commit parent (or
  * abort it, when the store failed). 0; -ENOSPC with *why set when the map
  * or the host filesystem was short of room; another negative errno. */
-static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
+static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 {
 	kv_txn t = {.env = e, .txn = parent, .write = 1};
 	uint64_t next_ino = e->next_ino, avail;
@@ -253,7 +253,7 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 		rc = kv_super_store(&t, &s);
 	}
 	if (rc) {
-		mdb_txn_abort(parent);
+		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
 		if (t.map_full)
 			*why = SHORT_MAP;
@@ -263,14 +263,14 @@ static int commit_batch(kv_env *e, MDB_txn *parent, enum short_of *why)
 	}
 	avail = kv_room_avail_in(e, parent);
 	kv_unwritten_prepare(e, parent);
-	mrc = mdb_txn_commit(parent);
+	mrc = e->eng->txn_commit(e, parent);
 	e->w_txn = NULL;
 	if (mrc == 0) {
 		e->super.next_ino = next_ino;
 		atomic_store(&e->room_avail, avail);
 		return 0;
 	}
-	if (mrc == MDB_MAP_FULL)
+	if (mrc == KV_EMAP_FULL)
 		*why = SHORT_MAP;
 	else if (mrc == ENOSPC || (mrc == EIO && kv_disk_full(e)))
 		*why = SHORT_HOST; /* LMDB says EIO for a short write */
@@ -326,7 +326,7 @@ static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
 		sync |= op->flags & KV_OP_SYNC;
 	if (!sync || e->durability == KV_DURABLE_FULL)
 		return;
-	rc = kv_err(NULL, mdb_env_sync(e->env, 1), "sync");
+	rc = kv_err(NULL, e->eng->sync(e), "sync");
 	if (rc) {
 		for (op = start; op != stop; op = op->next)
 			if ((op->flags & KV_OP_SYNC) && op->rc == 0)
@@ -365,7 +365,7 @@ static struct kv_op *flat_stopped(kv_env *e, struct kv_op *start, enum stop_reas
 /* Commit the ops from start to stop, applied in parent (the op at stop
  * needed more room, why), and tell them. Returns the op to go on from:
  * start again for a replay, stop or the one after it. */
-static struct kv_op *commit_ops(kv_env *e, MDB_txn *parent, struct kv_op *start,
+static struct kv_op *commit_ops(kv_env *e, kv_etxn *parent, struct kv_op *start,
 				struct kv_op *stop, enum stop_reason why, struct batch *b)
 {
 	enum short_of short_of;
@@ -405,12 +405,12 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 {
 	enum stop_reason why;
 	struct kv_op *stop, *op;
-	MDB_txn *parent;
+	kv_etxn *parent;
 	int rc;
 
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
 	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
-	rc = kv_err(NULL, mdb_txn_begin(e->env, NULL, 0, &parent), "begin batch");
+	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, 0, &parent), "begin batch");
 	if (rc) {
 		for (op = start; op; op = op->next)
 			op->rc = rc;
@@ -420,13 +420,13 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	e->w_txn = parent;
 	stop = apply_ops(e, parent, start, b->flat, &why);
 	if (b->flat && why != STOP_NONE) {
-		mdb_txn_abort(parent);
+		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
 		return flat_stopped(e, start, why, b);
 	}
 	if (stop == start) {
 		/* the first op alone does not fit */
-		mdb_txn_abort(parent);
+		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
 		if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
 			return start;
@@ -522,7 +522,7 @@ void kv_idle_sync(kv_env *e)
 		return;
 	kv_role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
-	if (mdb_env_sync(e->env, 1) == 0)
+	if (e->eng->sync(e) == 0)
 		e->unsynced = 0;
 	pthread_mutex_lock(&e->q_lock);
 	kv_role_release_locked(e);

@@ -34,7 +34,7 @@ void *kv_window_main(void *env);
  * is the writer thread's (queue it). */
 int kv_win_lead(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags, int *rc);
 /* A reader on txn w: the thread's reader struct set to read it (env.c). */
-int kv_reader_on(kv_env *env, MDB_txn *w, kv_txn **out);
+int kv_reader_on(kv_env *env, kv_etxn *w, kv_txn **out);
 /* Start a thread with its lock and condition made first; -errno, with both
  * undone, when it cannot start (writer.c, flusher.c). */
 int kv_thread_start(pthread_t *th, pthread_mutex_t *lock, pthread_cond_t *cond,

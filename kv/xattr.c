@@ -68,7 +68,7 @@ int kv_xattr_name_check(const char *name, size_t len)
 
 /* The key of any well-formed name (invariant 2: not only those the rule
  * lets kv_xattr_set store). */
-static int xattr_key(unsigned char *buf, uint64_t ino, const char *name, MDB_val *k)
+static int xattr_key(unsigned char *buf, uint64_t ino, const char *name, kv_val *k)
 {
 	size_t n = strlen(name);
 
@@ -76,26 +76,26 @@ static int xattr_key(unsigned char *buf, uint64_t ino, const char *name, MDB_val
 		return -ERANGE;
 	kv_put_be64(buf, ino);
 	memcpy(buf + 8, name, n);
-	*k = (MDB_val){8 + n, buf};
+	*k = (kv_val){8 + n, buf};
 	return 0;
 }
 
 int kv_xattr_get(kv_txn *t, uint64_t ino, const char *name, const void **val, size_t *len)
 {
 	unsigned char kb[XKEY_MAX];
-	MDB_val k, v;
+	kv_val k, v;
 	int mrc, rc = xattr_key(kb, ino, name, &k);
 
 	if (rc)
 		return rc;
 	assert(kv_txn_mine(t));
-	mrc = mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v);
-	if (mrc == MDB_NOTFOUND)
+	mrc = kv_eget(t, KV_DB_XATTR, &k, &v);
+	if (mrc == KV_ENOTFOUND)
 		return -ENODATA;
 	if (mrc)
 		return kv_err(t, mrc, "get xattr");
-	*val = v.mv_data;
-	*len = v.mv_size;
+	*val = v.data;
+	*len = v.size;
 	return 0;
 }
 
@@ -103,7 +103,7 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 		 int flags)
 {
 	unsigned char kb[XKEY_MAX];
-	MDB_val k, v;
+	kv_val k, v;
 	int rc = kv_xattr_name_check(name, strlen(name));
 
 	kv_win_mark(t, ino); /* window.c invariant 3 */
@@ -123,7 +123,7 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
 	if (flags) {
-		rc = kv_err(t, mdb_get(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v), "get xattr");
+		rc = kv_err(t, kv_eget(t, KV_DB_XATTR, &k, &v), "get xattr");
 		if (rc && rc != -ENOENT)
 			return rc;
 		if ((flags & XATTR_CREATE) && rc == 0)
@@ -131,14 +131,14 @@ int kv_xattr_set(kv_txn *t, uint64_t ino, const char *name, const void *val, siz
 		if ((flags & XATTR_REPLACE) && rc == -ENOENT)
 			return -ENODATA;
 	}
-	v = (MDB_val){len, (void *)val};
-	return kv_err(t, mdb_put(t->txn, t->env->dbi[KV_DB_XATTR], &k, &v, 0), "put xattr");
+	v = (kv_val){len, (void *)val};
+	return kv_err(t, kv_eput(t, KV_DB_XATTR, &k, &v, 0), "put xattr");
 }
 
 int kv_xattr_remove(kv_txn *t, uint64_t ino, const char *name)
 {
 	unsigned char kb[XKEY_MAX];
-	MDB_val k;
+	kv_val k;
 	int rc = xattr_key(kb, ino, name, &k);
 
 	kv_win_mark(t, ino); /* window.c invariant 3 */
@@ -146,15 +146,15 @@ int kv_xattr_remove(kv_txn *t, uint64_t ino, const char *name)
 		return rc;
 	if (!t->write)
 		return -EROFS;
-	rc = kv_err(t, mdb_del(t->txn, t->env->dbi[KV_DB_XATTR], &k, NULL), "delete xattr");
+	rc = kv_err(t, kv_edel(t, KV_DB_XATTR, &k), "delete xattr");
 	return rc == -ENOENT ? -ENODATA : rc;
 }
 
 ssize_t kv_xattr_list(kv_txn *t, uint64_t ino, char *buf, size_t size)
 {
 	unsigned char kb[8];
-	MDB_cursor *c;
-	MDB_val k, v;
+	kv_ecur *c;
+	kv_val k, v;
 	size_t need = 0;
 	int mrc, rc;
 
@@ -162,27 +162,27 @@ ssize_t kv_xattr_list(kv_txn *t, uint64_t ino, char *buf, size_t size)
 	if (!c)
 		return rc;
 	kv_put_be64(kb, ino);
-	k = (MDB_val){8, kb};
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+	k = (kv_val){8, kb};
+	for (mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE); mrc == 0;
+	     mrc = kv_cget(t, c, &k, &v, KV_NEXT)) {
 		size_t n;
 
-		if (k.mv_size < 8 || kv_get_be64(k.mv_data) != ino)
+		if (k.size < 8 || kv_get_be64(k.data) != ino)
 			break;
-		n = k.mv_size - 8;
-		if (kv_xattr_name_check((const char *)k.mv_data + 8, n) == -ERANGE) {
+		n = k.size - 8;
+		if (kv_xattr_name_check((const char *)k.data + 8, n) == -ERANGE) {
 			kv_log("inode %llu: malformed xattr key", (unsigned long long)ino);
 			return -EIO;
 		}
 		if (size) {
 			if (need + n + 1 > size)
 				return -ERANGE;
-			memcpy(buf + need, (char *)k.mv_data + 8, n);
+			memcpy(buf + need, (char *)k.data + 8, n);
 			buf[need + n] = '\0';
 		}
 		need += n + 1;
 	}
-	if (mrc && mrc != MDB_NOTFOUND)
+	if (mrc && mrc != KV_ENOTFOUND)
 		return kv_err(t, mrc, "list xattrs");
 	return (ssize_t)need;
 }

@@ -80,7 +80,7 @@ void kv_z_end_read(kv_txn *t)
 	kv_txn_z(t)->reading = 0;
 }
 
-int kv_block_unz(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t len)
+int kv_block_unz(kv_txn *t, uint64_t ino, uint64_t idx, kv_val *v, size_t len)
 {
 	struct kv_zscratch *z = kv_txn_z(t);
 	size_t bs = t->env->super.block_size, got;
@@ -100,15 +100,15 @@ int kv_block_unz(kv_txn *t, uint64_t ino, uint64_t idx, MDB_val *v, size_t len)
 			return -ENOMEM;
 		out = z->one;
 	}
-	got = ZSTD_decompressDCtx(z->dctx, out, len, v->mv_data, v->mv_size - KV_CSUM_LEN);
+	got = ZSTD_decompressDCtx(z->dctx, out, len, v->data, v->size - KV_CSUM_LEN);
 	if (ZSTD_isError(got) || got != len) {
 		kv_log("inode %llu block %llu: its compressed bytes do not decompress (%s)",
 		       (unsigned long long)ino, (unsigned long long)idx,
 		       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
 		return -EIO;
 	}
-	v->mv_data = out;
-	v->mv_size = len + KV_CSUM_LEN; /* as a plain block's, for the callers */
+	v->data = out;
+	v->size = len + KV_CSUM_LEN; /* as a plain block's, for the callers */
 	return 0;
 }
 

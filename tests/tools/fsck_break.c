@@ -55,7 +55,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 static MDB_env *env;

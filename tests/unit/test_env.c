@@ -29,7 +29,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 static struct tu_image *image_of(void **state)
@@ -850,7 +850,7 @@ static void read_recycle(void **state)
 			fail_msg("thread %d: %d", i, a.rc);
 	}
 	assert_int_equal(readers_listed(e), 1); /* exited threads freed theirs */
-	assert_int_equal(mdb_env_info(e->env, &info), 0);
+	assert_int_equal(mdb_env_info(kv_lmdb(e)->env, &info), 0);
 	assert_in_range(info.me_numreaders, 1, 8); /* slots were reused */
 	/* writes still work alongside */
 	uint64_t ino;

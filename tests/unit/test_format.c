@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 static struct kv_super sample_super(void)

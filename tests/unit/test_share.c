@@ -122,11 +122,11 @@ static int live(const uint64_t *inos, int n, uint64_t ino)
 static int has_record(kv_txn *t, enum kv_db db, const void *key, size_t klen,
 		      const void *val, size_t vlen)
 {
-	MDB_val k = {klen, (void *)key}, v;
+	kv_val k = {klen, (void *)key}, v;
 
-	if (mdb_get(t->txn, t->env->dbi[db], &k, &v))
+	if (kv_eget(t, db, &k, &v))
 		return 0;
-	return !val || (v.mv_size == vlen && memcmp(v.mv_data, val, vlen) == 0);
+	return !val || (v.size == vlen && memcmp(v.data, val, vlen) == 0);
 }
 
 /* Invariants 1-3 of share.c over the whole image, and no data record a
@@ -204,15 +204,15 @@ static void show(kv_env *e, uint64_t ino, const struct model *m)
 	assert_int_equal(kv_read_begin(e, &t), 0);
 	for (int i = 0; i < NB; i++) {
 		unsigned char kb[16];
-		MDB_val k = {16, kb}, v;
+		kv_val k = {16, kb}, v;
 		struct kv_extent x;
 		uint64_t next;
 
 		kv_put_be64(kb, ino);
 		kv_put_be64(kb + 8, (uint64_t)i);
 		fprintf(stderr, "block %d: model %zu%s; store ", i, m->blen[i], m->unw[i] ? " unw" : "");
-		if (mdb_get(t->txn, t->env->dbi[KV_DB_DATA], &k, &v) == 0)
-			fprintf(stderr, "own %zu\n", v.mv_size - KV_CSUM_LEN);
+		if (kv_eget(t, KV_DB_DATA, &k, &v) == 0)
+			fprintf(stderr, "own %zu\n", v.size - KV_CSUM_LEN);
 		else if (kv_ext_find(t, ino, (uint64_t)i, &x, &next) == 0)
 			fprintf(stderr, "borrowed from %llu\n", (unsigned long long)x.home);
 		else

@@ -27,7 +27,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ batch -- */
@@ -174,7 +174,7 @@ static int bop_apply(kv_txn *t, void *p)
 	int rc;
 
 	r->applied++;
-	r->txnid = mdb_txn_id(t->txn);
+	r->txnid = mdb_txn_id(kv_mtxn(t->txn));
 	switch (b->idx) {
 	case 0:
 		rc = create(t, "a", &r->ino);
@@ -690,7 +690,7 @@ static int lazy_apply(kv_txn *t, void *p)
 	uint64_t ino;
 
 	z->applied++;
-	z->txnid = mdb_txn_id(t->txn);
+	z->txnid = mdb_txn_id(kv_mtxn(t->txn));
 	return create(t, "lazy", &ino);
 }
 
@@ -709,7 +709,7 @@ struct txnid_arg {
 
 static int txnid_apply(kv_txn *t, void *p)
 {
-	((struct txnid_arg *)p)->txnid = mdb_txn_id(t->txn);
+	((struct txnid_arg *)p)->txnid = mdb_txn_id(kv_mtxn(t->txn));
 	return 0;
 }
 

@@ -16,7 +16,7 @@
 
 #include <lmdb.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ images -- */
