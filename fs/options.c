@@ -8,8 +8,8 @@
  *  1. Every option is checked before anything is opened or mounted, each
  *     error with a message of its own naming the value; a bad option exits
  *     2, a path that cannot be used 1.
- *  2. The image and mountpoint paths are made absolute: the daemon leaves
- *     its working directory, and unmounts by name.
+ *  2. The image and mountpoint paths are made absolute (an image URL stays as
+ *     given): the daemon leaves its working directory, and unmounts by name.
  */
 #include <errno.h>
 #include <limits.h>
@@ -319,11 +319,14 @@ static int take_paths(void)
 	char path[PATH_MAX];
 	struct stat st;
 
-	if (!realpath(image_arg, path)) {
+	if (kv_image_is_url(image_arg)) {
+		fs.cfg.image = strdup(image_arg); /* a database: no path to resolve */
+	} else if (!realpath(image_arg, path)) {
 		fprintf(stderr, "kvfs: cannot open '%s': %s\n", image_arg, strerror(errno));
 		return 1;
+	} else {
+		fs.cfg.image = strdup(path);
 	}
-	fs.cfg.image = strdup(path);
 	if (!realpath(mnt_arg, path)) {
 		fprintf(stderr, "kvfs: bad mountpoint '%s': %s\n", mnt_arg, strerror(errno));
 		return 1;

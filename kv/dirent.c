@@ -117,6 +117,8 @@ int kv_dirent_add(kv_txn *t, uint64_t dir, const char *name, size_t len, uint64_
 	int rc = check_name(name, len), mrc, slot;
 
 	kv_win_mark(t, dir); /* window.c invariant 3 */
+	if (t->env->eng->shared && t->write)
+		kv_change_name(t->env, dir, name, len); /* change.c */
 	if (rc)
 		return rc;
 	if (!t->write)
@@ -212,6 +214,8 @@ int kv_dirent_remove(kv_txn *t, uint64_t dir, const char *name, size_t len)
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
 	kv_win_mark(t, dir); /* window.c invariant 3 */
+	if (t->env->eng->shared && t->write)
+		kv_change_name(t->env, dir, name, len); /* change.c */
 	return rc ? rc : list_splice(t, &k, &v, e.off, e.len, NULL, 0);
 }
 
@@ -224,6 +228,8 @@ int kv_dirent_replace(kv_txn *t, uint64_t dir, const char *name, size_t len, uin
 	int rc = locate_ent(t, dir, name, len, kb, &k, &v, &e);
 
 	kv_win_mark(t, dir); /* window.c invariant 3 */
+	if (t->env->eng->shared && t->write)
+		kv_change_name(t->env, dir, name, len); /* change.c */
 	if (rc)
 		return rc;
 	e.de.ino = ino;

@@ -137,10 +137,25 @@ struct kv_engine {
 	 * where the database's own tools do it. */
 	int (*backup)(kv_env *e, const char *dest, char *err, size_t errlen);
 	const char *(*strerror)(int code);
+	/* Shared stores only (the others: NULL). Send msg (text, len bytes,
+	 * at most KV_CHANGE_MSG_MAX) to the store's other mounts when the
+	 * top-level write transaction x commits: with the commit or not at
+	 * all (change.c). */
+	int (*publish)(kv_env *e, kv_etxn *x, const char *msg, size_t len);
+	/* Start handing the other mounts' messages to kv_change_deliver, on a
+	 * thread of the engine's own, until close; a message may come twice
+	 * or, while the store is out of reach, not at all. */
+	int (*listen)(kv_env *e);
 	/* The store grows a map of its own in one file (room.c, flusher.c,
 	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
 	 * never fills, and nothing is allocated ahead. */
 	int map;
+	/* Other processes (mounts on other hosts) may write the store: each
+	 * top-level write transaction waits for theirs to end (begin takes
+	 * the store's writer lock), and the record layer reads the superblock
+	 * again in it (the inode counter moved). 0 for LMDB (one writer per
+	 * image, lock.c). */
+	int shared;
 };
 
 extern const struct kv_engine kv_engine_lmdb;

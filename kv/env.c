@@ -223,6 +223,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	}
 
 	e->next_ino = e->super.next_ino;
+	kv_change_init(e);
 	init_locks(e);
 	if (!e->readonly) {
 		rc = kv_writer_start(e);
@@ -261,6 +262,7 @@ void kv_close(kv_env *e)
 	pthread_mutex_unlock(&e->readers_lock);
 	kv_z_free(&e->wz);
 	e->eng->close(e);
+	free(e->chg);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);
 	free(e->path);

@@ -90,6 +90,27 @@ int kv_super_store(kv_txn *t, const struct kv_super *s)
 	return kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0), "put superblock");
 }
 
+int kv_super_reload(kv_env *e, kv_etxn *x)
+{
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	struct kv_super s;
+	int rc;
+
+	rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
+	if (rc == 0)
+		rc = kv_super_decode(v.data, v.size, &s);
+	if (rc)
+		return rc;
+	if (s.block_size != e->super.block_size) {
+		kv_log("%s: the block size changed under this mount", e->path);
+		return -EIO;
+	}
+	e->super = s;
+	e->next_ino = s.next_ino;
+	atomic_store(&e->features, s.feature_incompat);
+	return 0;
+}
+
 /* Delete every key of db that starts with the 8-byte ino prefix; count the
  * unwritten blocks among them in *unwritten (data.c), when not NULL. */
 static int delete_prefix(kv_txn *t, enum kv_db db, uint64_t ino, int64_t *unwritten)

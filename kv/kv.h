@@ -204,6 +204,20 @@ void kv_set_log(kv_log_fn fn);
 
 /* ---- images ---- */
 
+/* Many mounts of one store (a shared engine: docs/SCALE.md). kv_watch has
+ * fn called, on a thread of the store's, for each change another mount
+ * committed: an inode whose attributes, data or xattrs changed (name NULL),
+ * or a name added to or removed from directory ino. -EOPNOTSUPP on a store
+ * only one mount writes (an image file); -EIO, -ENOMEM. */
+typedef void (*kv_change_fn)(void *arg, uint64_t ino, const char *name, size_t len);
+int kv_watch(kv_env *env, kv_change_fn fn, void *arg);
+int kv_is_shared(kv_env *env);
+
+/* An image is named by a path (an LMDB image file) or by a postgresql://
+ * (or postgres://) URL (a PostgreSQL database: docs/SCALE.md). 1 for a
+ * URL: no file of its own to stat, lock, chmod or remove. */
+int kv_image_is_url(const char *image);
+
 /* Create an empty filesystem at path: superblock and a root directory.
  * err (errlen bytes) receives a one-line message on failure.
  * -EEXIST: path exists and !opts->force, or is not a regular file.

@@ -179,7 +179,29 @@ struct kv_env {
 				     role's): set at open and by kv_feature_set */
 	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
 	                             i is not there (read as empty) */
+
+	/* what a shared store's other mounts are told (change.c) */
+	uint64_t mount_id;        /* random, set at open */
+	char *chg;                /* the role's: the notes of the open transaction */
+	size_t chg_len, chg_cap;
+	uint64_t chg_seen[256];   /* the role's: inodes noted lately */
+	kv_change_fn watch_fn;    /* kv_watch's */
+	void *watch_arg;
 };
+
+/* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */
+#define KV_CHANGE_MSG_MAX 7800
+void kv_change_init(kv_env *e);
+/* A top-level write transaction begins: no notes yet. */
+void kv_change_begin(kv_env *e);
+/* Note a changed inode, a name added or removed in dir (the role). */
+void kv_change_ino(kv_env *e, uint64_t ino);
+void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len);
+/* Hand the notes to the engine just before x commits. -errno. */
+int kv_change_publish(kv_env *e, kv_etxn *x);
+/* A message from the engine's listener: to the watcher, unless our own.
+ * -EINVAL for a message that is not one. */
+int kv_change_deliver(kv_env *e, const char *msg, size_t len);
 
 /* Unwritten blocks (data.c). Before a commit of txn (the role): note the
  * count it holds when an op changed it; after that commit succeeded:
@@ -466,5 +488,9 @@ uint64_t kv_block_zcsum(uint64_t ino, uint64_t idx, const void *frame, size_t le
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);
+/* On a store other mounts write (engine.h: shared), at the begin of a
+ * top-level write transaction x: the superblock as they left it becomes
+ * env's (the inode counter, the feature bits). -EIO. */
+int kv_super_reload(kv_env *env, kv_etxn *x);
 
 #endif

@@ -84,6 +84,8 @@ void kv_win_mark(kv_txn *t, uint64_t ino)
 	kv_env *e = t->env;
 	uint64_t b;
 
+	if (e->eng->shared && t->write)
+		kv_change_ino(e, ino); /* for the other mounts (change.c) */
 	if (!t->win_op)
 		return;
 	b = mark_bit(ino);
@@ -291,6 +293,12 @@ static void win_open(kv_env *e)
 		kv_err(NULL, mrc, "begin window");
 		return;
 	}
+	if (e->eng->shared && kv_super_reload(e, e->win) != 0) {
+		e->eng->txn_abort(e, e->win); /* batches meanwhile: they say the error */
+		e->win = NULL;
+		return;
+	}
+	kv_change_begin(e);
 	e->win_dirty = 0;
 	e->win_bytes = e->win_pages = 0;
 }
@@ -316,10 +324,13 @@ static int win_close(kv_env *e, int sync)
 		rc = kv_super_store(&t, &s);
 	}
 	avail = kv_room_avail_in(e, e->win);
+	if (rc == 0) {
+		kv_unwritten_prepare(e, e->win);
+		rc = e->eng->shared && e->chg_len ? kv_change_publish(e, e->win) : 0;
+	}
 	if (rc) {
 		e->eng->txn_abort(e, e->win);
 	} else {
-		kv_unwritten_prepare(e, e->win);
 		mrc = e->eng->txn_commit(e, e->win);
 		if (mrc == EIO && kv_disk_full(e))
 			mrc = ENOSPC; /* LMDB says EIO for a short write */

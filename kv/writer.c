@@ -252,6 +252,8 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 		s.next_ino = next_ino;
 		rc = kv_super_store(&t, &s);
 	}
+	if (rc == 0 && e->eng->shared && e->chg_len)
+		rc = kv_change_publish(e, parent); /* for the other mounts (change.c) */
 	if (rc) {
 		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
@@ -411,6 +413,9 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
 	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
 	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, 0, &parent), "begin batch");
+	if (rc == 0 && e->eng->shared && (rc = kv_super_reload(e, parent)) != 0)
+		e->eng->txn_abort(e, parent);
+	kv_change_begin(e);
 	if (rc) {
 		for (op = start; op; op = op->next)
 			op->rc = rc;

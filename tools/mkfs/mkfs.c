@@ -35,6 +35,8 @@
 
 static void remove_image(const char *image)
 {
+	if (kv_image_is_url(image))
+		return; /* a database's tables stay: mkfs -f replaces them */
 	unlink(image);
 	cli_remove_lock(image); /* nobody else has the new image open */
 }

@@ -1,0 +1,223 @@
+/*
+ * change.c - what one mount of a shared store (engine.h: shared) tells the
+ * others, so they drop what their kernels cache of it: the inodes whose
+ * records a commit changed, and the names it added or removed.
+ *
+ * The writer's role notes each change of its open top-level transaction
+ * (kv_change_ino from kv_win_mark, kv_change_name from the dirent calls);
+ * just before that transaction commits, the notes go to the engine as
+ * messages that the store delivers to the other mounts with the commit, or
+ * not at all (PostgreSQL: NOTIFY inside the transaction). Each mount hands
+ * the others' messages to the function kv_watch set.
+ *
+ * A message is text (NOTIFY carries text), at most KV_CHANGE_MSG_MAX
+ * bytes: "kvfs1 MOUNT" then records, each " iINO" (an inode) or
+ * " nDIR/NAME" (a name in directory DIR), numbers and names in lower-case
+ * hex. MOUNT (16 hex digits, random per open) lets a mount skip its own.
+ *
+ * Invariants:
+ *  1. Notes only ever add: a change rolled back (an op's child transaction
+ *     aborted, a batch replayed) may still be told; telling too much costs
+ *     the others a lookup, telling too little a stale cache until the
+ *     kernel's timeout ends it (short on shared stores: fs/options.c).
+ *  2. The notes are the role's (kv_int.h invariant 2), cleared as each
+ *     top-level write transaction begins.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "kv_int.h"
+
+#define MSG_HEAD 22 /* "kvfs1 " + 16 hex digits */
+
+static const char hexd[] = "0123456789abcdef";
+
+static int note(kv_env *e, const char *rec, size_t len)
+{
+	if (e->chg_len + len > e->chg_cap) {
+		size_t cap = e->chg_cap ? e->chg_cap * 2 : 4096;
+		char *p;
+
+		while (cap < e->chg_len + len)
+			cap *= 2;
+		p = realloc(e->chg, cap);
+		if (!p)
+			return -ENOMEM;
+		e->chg = p;
+		e->chg_cap = cap;
+	}
+	memcpy(e->chg + e->chg_len, rec, len);
+	e->chg_len += len;
+	return 0;
+}
+
+static size_t put_hex(char *p, uint64_t v)
+{
+	char tmp[16];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = hexd[v & 15];
+		v >>= 4;
+	} while (v);
+	for (i = 0; i < n; i++)
+		p[i] = tmp[n - 1 - i];
+	return n;
+}
+
+void kv_change_begin(kv_env *e)
+{
+	e->chg_len = 0;
+	memset(e->chg_seen, 0, sizeof(e->chg_seen));
+}
+
+void kv_change_ino(kv_env *e, uint64_t ino)
+{
+	size_t slot = (ino * 0x9e3779b97f4a7c15ULL) >> 56; /* 256 slots */
+	char rec[20];
+
+	if (e->chg_seen[slot] == ino)
+		return; /* told already (a write's every block marks its inode) */
+	e->chg_seen[slot] = ino;
+	rec[0] = ' ';
+	rec[1] = 'i';
+	(void)note(e, rec, 2 + put_hex(rec + 2, ino)); /* lost to ENOMEM: invariant 1 */
+}
+
+void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len)
+{
+	char rec[2 + 16 + 1 + 2 * KV_NAME_MAX];
+	size_t n = 0;
+
+	if (len > KV_NAME_MAX)
+		return; /* refused by the call itself */
+	rec[n++] = ' ';
+	rec[n++] = 'n';
+	n += put_hex(rec + n, dir);
+	rec[n++] = '/';
+	for (size_t i = 0; i < len; i++) {
+		rec[n++] = hexd[(unsigned char)name[i] >> 4];
+		rec[n++] = hexd[(unsigned char)name[i] & 15];
+	}
+	(void)note(e, rec, n);
+}
+
+int kv_change_publish(kv_env *e, kv_etxn *x)
+{
+	char msg[KV_CHANGE_MSG_MAX + 1];
+	size_t at = 0;
+	int mrc;
+
+	while (at < e->chg_len) {
+		size_t n = (size_t)snprintf(msg, sizeof(msg), "kvfs1 %016llx",
+					    (unsigned long long)e->mount_id);
+
+		/* whole records, as many as fit */
+		while (at < e->chg_len) {
+			size_t end = at + 1;
+
+			while (end < e->chg_len && e->chg[end] != ' ')
+				end++;
+			if (n + (end - at) > KV_CHANGE_MSG_MAX)
+				break;
+			memcpy(msg + n, e->chg + at, end - at);
+			n += end - at;
+			at = end;
+		}
+		assert(n > MSG_HEAD);
+		msg[n] = '\0';
+		mrc = e->eng->publish(e, x, msg, n);
+		if (mrc)
+			return kv_err(NULL, mrc, "tell the other mounts");
+	}
+	return 0;
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A number at *p up to a character not a hex digit; -1 when none. */
+static int get_hex(const char **p, const char *end, uint64_t *v)
+{
+	const char *s = *p;
+	int d, n = 0;
+
+	*v = 0;
+	while (s < end && (d = hexval(*s)) >= 0 && n < 16) {
+		*v = *v << 4 | (uint64_t)d;
+		s++;
+		n++;
+	}
+	*p = s;
+	return n ? 0 : -1;
+}
+
+int kv_change_deliver(kv_env *e, const char *msg, size_t len)
+{
+	const char *p = msg, *end = msg + len;
+	char name[KV_NAME_MAX];
+	uint64_t mount, ino;
+
+	if (len < MSG_HEAD || memcmp(msg, "kvfs1 ", 6) != 0)
+		return -EINVAL;
+	p += 6;
+	if (get_hex(&p, end, &mount) || p - msg != MSG_HEAD)
+		return -EINVAL;
+	if (mount == e->mount_id || !e->watch_fn)
+		return 0; /* our own, or nobody asked */
+	while (p < end) {
+		char kind;
+		size_t n = 0;
+
+		if (*p++ != ' ' || p >= end)
+			return -EINVAL;
+		kind = *p++;
+		if (get_hex(&p, end, &ino))
+			return -EINVAL;
+		if (kind == 'i') {
+			e->watch_fn(e->watch_arg, ino, NULL, 0);
+			continue;
+		}
+		if (kind != 'n' || p >= end || *p++ != '/')
+			return -EINVAL;
+		while (p + 1 < end && *p != ' ' && n < KV_NAME_MAX) {
+			int hi = hexval(p[0]), lo = hexval(p[1]);
+
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			name[n++] = (char)(hi << 4 | lo);
+			p += 2;
+		}
+		if (n == 0 || (p < end && *p != ' '))
+			return -EINVAL;
+		e->watch_fn(e->watch_arg, ino, name, n);
+	}
+	return 0;
+}
+
+int kv_is_shared(kv_env *e)
+{
+	return e->eng->shared;
+}
+
+int kv_watch(kv_env *e, kv_change_fn fn, void *arg)
+{
+	if (!e->eng->shared)
+		return -EOPNOTSUPP;
+	e->watch_fn = fn;
+	e->watch_arg = arg;
+	return kv_err(NULL, e->eng->listen(e), "listen to the other mounts");
+}
+
+void kv_change_init(kv_env *e)
+{
+	if (getrandom(&e->mount_id, sizeof(e->mount_id), 0) != sizeof(e->mount_id))
+		e->mount_id = (uint64_t)(uintptr_t)e ^ (uint64_t)getpid() << 32;
+}

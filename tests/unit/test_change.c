@@ -1,0 +1,242 @@
+/*
+ * test_change.c - kv/change.c and the record layer's part in many mounts of
+ * one store: a commit tells the other mounts which inodes and names it
+ * changed (in messages no larger than a NOTIFY carries), a mount skips its
+ * own, and a writer reads the inode counter another mount moved before it
+ * allocates. The store here is LMDB's engine marked shared, its messages
+ * caught instead of sent.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kv_int.h"
+#include "testutil.h"
+
+#define MAX_MSGS 64
+
+static struct kv_engine shared_lmdb;
+static char msgs[MAX_MSGS][KV_CHANGE_MSG_MAX + 1];
+static size_t nmsgs;
+
+static int catch_msg(kv_env *e, kv_etxn *x, const char *msg, size_t len)
+{
+	(void)e;
+	(void)x;
+	assert_true(len <= KV_CHANGE_MSG_MAX);
+	assert_int_equal(strlen(msg), len);
+	assert_true(nmsgs < MAX_MSGS);
+	memcpy(msgs[nmsgs++], msg, len + 1);
+	return 0;
+}
+
+static int listen_nothing(kv_env *e)
+{
+	(void)e;
+	return 0;
+}
+
+/* e's store, as if other mounts wrote it too (before any op runs). */
+static void make_shared(kv_env *e)
+{
+	shared_lmdb = kv_engine_lmdb;
+	shared_lmdb.shared = 1;
+	shared_lmdb.publish = catch_msg;
+	shared_lmdb.listen = listen_nothing;
+	e->eng = &shared_lmdb;
+}
+
+struct seen {
+	uint64_t ino[1024];
+	char name[1024][KV_NAME_MAX + 1];
+	size_t n;
+};
+
+static void collect(void *arg, uint64_t ino, const char *name, size_t len)
+{
+	struct seen *s = arg;
+
+	assert_true(s->n < 1024);
+	s->ino[s->n] = ino;
+	memcpy(s->name[s->n], name ? name : "", len);
+	s->name[s->n][len] = '\0';
+	s->n++;
+}
+
+static int has(const struct seen *s, uint64_t ino, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->ino[i] == ino && strcmp(s->name[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+static void open_two(struct tu_image *a, struct tu_image *b)
+{
+	assert_int_equal(tu_image_new(a, NULL), 0);
+	assert_int_equal(tu_image_open(a, NULL), 0);
+	assert_int_equal(tu_image_new(b, NULL), 0);
+	assert_int_equal(tu_image_open(b, NULL), 0);
+	make_shared(a->env);
+	make_shared(b->env);
+	nmsgs = 0;
+}
+
+/* A create tells the name and both inodes; the other mount hears them, the
+ * writing one does not hear itself. */
+static void create_is_told(void **state)
+{
+	struct tu_image a, b;
+	static struct seen other, self;
+	uint64_t ino;
+
+	(void)state;
+	open_two(&a, &b);
+	memset(&other, 0, sizeof(other));
+	memset(&self, 0, sizeof(self));
+	assert_int_equal(kv_watch(b.env, collect, &other), 0);
+	assert_int_equal(kv_watch(a.env, collect, &self), 0);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "alpha", 0100644, &ino), 0);
+	assert_true(nmsgs >= 1);
+	for (size_t i = 0; i < nmsgs; i++) {
+		assert_int_equal(kv_change_deliver(b.env, msgs[i], strlen(msgs[i])), 0);
+		assert_int_equal(kv_change_deliver(a.env, msgs[i], strlen(msgs[i])), 0);
+	}
+	assert_true(has(&other, KV_ROOT_INO, "alpha"));
+	assert_true(has(&other, ino, ""));
+	assert_true(has(&other, KV_ROOT_INO, ""));
+	assert_int_equal(self.n, 0);
+	tu_image_free(&a);
+	tu_image_free(&b);
+}
+
+struct many {
+	int n;
+};
+
+static int add_many(kv_txn *t, void *arg)
+{
+	const struct many *m = arg;
+	char name[KV_NAME_MAX + 1];
+	int rc;
+
+	for (int i = 0; i < m->n; i++) {
+		memset(name, 'a' + i % 26, KV_NAME_MAX);
+		snprintf(name, sizeof(name), "%05d", i);
+		name[5] = 'x'; /* the rest stays: 255 bytes */
+		rc = kv_dirent_add(t, KV_ROOT_INO, name, KV_NAME_MAX, KV_ROOT_INO + 1000 + i, 1);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* One commit of 300 long names: several messages, each small enough for a
+ * NOTIFY, that together tell every name, in order. */
+static void long_lists_split(void **state)
+{
+	struct tu_image a, b;
+	static struct seen other;
+	struct many m = {300};
+
+	(void)state;
+	open_two(&a, &b);
+	memset(&other, 0, sizeof(other));
+	assert_int_equal(kv_watch(b.env, collect, &other), 0);
+	assert_int_equal(kv_write(a.env, add_many, &m, 0), 0);
+	assert_true(nmsgs > 1);
+	for (size_t i = 0; i < nmsgs; i++)
+		assert_int_equal(kv_change_deliver(b.env, msgs[i], strlen(msgs[i])), 0);
+	assert_int_equal(other.n, 301); /* the names, and the root once */
+	for (int i = 0, k = 0; i < m.n; i++, k++) {
+		if (other.name[k][0] == '\0')
+			k++; /* the root's own record */
+		assert_int_equal(other.ino[k], KV_ROOT_INO);
+		assert_int_equal(strlen(other.name[k]), KV_NAME_MAX);
+		assert_int_equal(atoi(other.name[k]), i);
+	}
+	tu_image_free(&a);
+	tu_image_free(&b);
+}
+
+/* What is not a message is refused whole, and tells nothing. */
+static void bad_messages(void **state)
+{
+	static const char *const bad[] = {
+		"", "kvfs1", "kvfs2 0000000000000001 i1", "kvfs1 01 i1",
+		"kvfs1 0000000000000001 x1", "kvfs1 0000000000000001 i", "kvfs1 0000000000000001 n1",
+		"kvfs1 0000000000000001 n1/", "kvfs1 0000000000000001 n1/6", "kvfs1 0000000000000001 n1/zz",
+		"kvfs1 0000000000000001  i1",
+	};
+	struct tu_image a, b;
+	static struct seen other;
+
+	(void)state;
+	open_two(&a, &b);
+	memset(&other, 0, sizeof(other));
+	assert_int_equal(kv_watch(b.env, collect, &other), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (kv_change_deliver(b.env, bad[i], strlen(bad[i])) != -EINVAL)
+			fail_msg("accepted '%s'", bad[i]);
+	assert_int_equal(other.n, 0);
+	assert_int_equal(kv_change_deliver(b.env, "kvfs1 0000000000000001 i1f n2/6869", 34), 0);
+	assert_true(has(&other, 0x1f, "") && has(&other, 2, "hi"));
+	tu_image_free(&a);
+	tu_image_free(&b);
+}
+
+static int raise_counter(kv_txn *t, void *arg)
+{
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	struct kv_super s;
+	int rc = kv_err(t, kv_eget(t, KV_DB_META, &k, &v), "get superblock");
+
+	if (rc == 0)
+		rc = kv_super_decode(v.data, v.size, &s);
+	if (rc)
+		return rc;
+	s.next_ino += *(uint64_t *)arg;
+	return kv_super_store(t, &s); /* as another mount's commit would */
+}
+
+/* Inode numbers never collide: a writer of a shared store takes the
+ * counter as the store holds it, not as it last left it. */
+static void counter_reloaded(void **state)
+{
+	struct tu_image a, b;
+	uint64_t first, second, more = 1000;
+
+	(void)state;
+	open_two(&a, &b);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &first), 0);
+	assert_int_equal(kv_write(a.env, raise_counter, &more, 0), 0);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "two", 0100644, &second), 0);
+	assert_true(second >= first + 1 + more);
+	/* and an image only one mount writes keeps its own count */
+	b.env->eng = &kv_engine_lmdb;
+	assert_int_equal(tu_mkfile(b.env, KV_ROOT_INO, "one", 0100644, &first), 0);
+	assert_int_equal(kv_write(b.env, raise_counter, &more, 0), 0);
+	assert_int_equal(tu_mkfile(b.env, KV_ROOT_INO, "two", 0100644, &second), 0);
+	assert_int_equal(second, first + 1);
+	tu_image_free(&a);
+	tu_image_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(create_is_told),
+		cmocka_unit_test(long_lists_split),
+		cmocka_unit_test(bad_messages),
+		cmocka_unit_test(counter_reloaded),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
