@@ -383,6 +383,9 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 void fs_notify_inval(uint64_t ino, int64_t off, int64_t len);
 /* The kernel's entry of name in directory parent (a cached absence too). */
 void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len);
+/* On a store other mounts write too: drop what the kernel caches of what
+ * they change, from now on (kv_watch). 0; -errno. */
+int fs_watch_others(void);
 /* session.c: the handlers' table */
 extern const struct fuse_lowlevel_ops fs_ops;
 /* session.c: log lines go to stderr in the foreground, to syslog when

@@ -289,6 +289,10 @@ int main(int argc, char **argv)
 	open_store();
 	mount_session(&args);
 	crash_guard_mounted();
+	rc = fs_watch_others();
+	if (rc)
+		fs_log("%s: cannot hear the other mounts' changes (%s): what this one caches of "
+		       "them holds up to %g s", fs.cfg.image, strerror(-rc), fs.cfg.timeout);
 	if (fs_workers_start())
 		die_status(1, "out of memory");
 	report_ready();

@@ -159,7 +159,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: kvfs IMAGE MOUNTPOINT [-f] [-d] [-o opt[,opt...]]\n"
-"Mount the kvfs image IMAGE (made by mkfs.kvfs) on MOUNTPOINT.\n"
+"Mount the kvfs image IMAGE (made by mkfs.kvfs: a file, or a postgresql:// URL)\n"
+"on MOUNTPOINT.\n"
 "\n"
 "  -f                     stay in the foreground\n"
 "  -d, -o debug           foreground, and print every request\n"
@@ -197,7 +198,8 @@ static void usage(FILE *f)
 "  -o allow_other         let other users use the mount\n"
 "  -o timeout=SECONDS     how long the kernel may cache names and attributes\n"
 "                         (default 86400; kvfs is the image's only writer; 1\n"
-"                         with ro, to follow a read-write mount of the image)\n"
+"                         with ro, to follow a read-write mount of the image,\n"
+"                         and on a postgresql:// image other mounts write)\n"
 "  -o max_write=BYTES     largest write request, 64K to 1M (default 1M)\n"
 "  -o threads=N           request worker threads (default 8)\n"
 "  -o writeback           the kernel's writeback cache: writes gather in the\n"
@@ -205,6 +207,7 @@ static void usage(FILE *f)
 "                         every close of a file; ENOSPC at close or fsync)\n"
 "  -o nowriteback         each write goes to kvfs at once (default)\n"
 "  -o nokeepcache         drop the page cache of a file when it is opened\n"
+"                         (always on a postgresql:// image: close-to-open)\n"
 "  -o noskipopen          send OPEN and OPENDIR to kvfs (default: skipped)\n"
 "  -o nocachedir          do not let the kernel cache directory listings\n"
 "  -o nocachesymlinks     do not let the kernel cache symlink targets\n"
@@ -345,7 +348,7 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	uint64_t commit = 5;
 	double timeout = 86400;
 	unsigned max_write = 1 << 20, threads = 8;
-	int rc;
+	int rc, shared;
 
 	fs.cfg.atime = FS_ATIME_RELATIME;
 	fs.cfg.window_ms = FS_WINDOW_MS;
@@ -378,15 +381,19 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 		return rc;
 	/* a read-only mount may be a view of an image another mount writes
 	 * (made before or after it): what the kernel caches, it holds for a
-	 * second; cached pages and listings go when their file's mtime moves */
-	fs.cfg.timeout = c->timeout || !fs.cfg.readonly ? timeout : FS_RO_TIMEOUT;
+	 * second; cached pages and listings go when their file's mtime moves.
+	 * So does a mount of a database other mounts write too, whose changes
+	 * come as notices (fs_watch_others) that a lost one must not outlast */
+	shared = kv_image_is_url(fs.cfg.image);
+	fs.cfg.timeout = c->timeout || (!fs.cfg.readonly && !shared) ? timeout : FS_RO_TIMEOUT;
 	fs.cfg.max_write = max_write;
 	fs.cfg.threads = threads;
 	/* off by default: with it the kernel drops a file's block count at
 	 * every close, so the next stat of a file read is a round trip, and the
 	 * user's day measured faster without it (docs/BENCHMARKS.md) */
 	fs.cfg.writeback = c->writeback && !c->nowriteback && !fs.cfg.readonly;
-	fs.cfg.keep_cache = !c->nokeepcache;
+	/* close-to-open across mounts: each open reads what the store holds */
+	fs.cfg.keep_cache = !c->nokeepcache && !shared;
 	fs.cfg.skip_open = !c->noskipopen;
 	fs.cfg.cache_dir = !c->nocachedir;
 	fs.cfg.cache_symlinks = !c->nocachesymlinks;

@@ -128,6 +128,22 @@ void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len)
 		fuse_lowlevel_notify_inval_entry(fs.se, parent, name, len);
 }
 
+/* Another mount of the store changed ino (name NULL) or a name in
+ * directory ino: what the kernel caches of it goes (kv_watch's thread). */
+static void other_changed(void *arg, uint64_t ino, const char *name, size_t len)
+{
+	(void)arg;
+	if (name)
+		fs_notify_inval_entry(ino, name, len);
+	else
+		fs_notify_inval(ino, 0, 0); /* attributes and every cached page */
+}
+
+int fs_watch_others(void)
+{
+	return kv_is_shared(fs.env) ? kv_watch(fs.env, other_changed, NULL) : 0;
+}
+
 void fs_caller(fuse_req_t req, int need_groups, struct fs_cred *c, gid_t *groups)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
