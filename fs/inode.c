@@ -136,7 +136,10 @@ int fs_purge_orphans(void)
 	kv_txn *t;
 	int rc, n = 0;
 
-	if (kv_is_readonly(fs.env))
+	/* a store other mounts write too holds their orphans as well, files
+	 * open there: each mount frees its own at FORGET, and one a crashed
+	 * mount left stays until fsck.kvfs -p runs with no mount live */
+	if (kv_is_readonly(fs.env) || kv_is_shared(fs.env))
 		return 0;
 	for (;;) {
 		rc = fs_read_begin_window(&t); /* the window's orphans too */
