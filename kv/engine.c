@@ -1,5 +1,7 @@
 /*
- * engine.c - which engine serves an image name (engine.h).
+ * engine.c - which engine serves an image name (engine.h): a postgresql://
+ * or postgres:// URL names a database (pg.c), anything else an LMDB image
+ * file (lmdb.c).
  */
 #include <string.h>
 
@@ -12,6 +14,5 @@ int kv_image_is_url(const char *image)
 
 const struct kv_engine *kv_engine_for(const char *where)
 {
-	(void)where;
-	return &kv_engine_lmdb;
+	return kv_image_is_url(where) ? &kv_engine_pg : &kv_engine_lmdb;
 }

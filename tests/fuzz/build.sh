@@ -7,7 +7,7 @@ OUT=${1:-$ROOT/build-fuzz}
 mkdir -p "$OUT"
 FLAGS="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 	-D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DKVFS_VERSION=\"fuzz\" -DKVFS_NO_CRASH_GUARD
-	-I$ROOT/kv -I$ROOT/common -I$ROOT/tools $(pkg-config --cflags lmdb libxxhash libzstd libarchive)"
+	-I$ROOT/kv -I$ROOT/common -I$ROOT/tools $(pkg-config --cflags lmdb libxxhash libzstd libarchive libpq)"
 objs=()
 compile() { # source, extra flags...
 	local src=$1 obj=$OUT/$(echo "$1" | tr / _).o
@@ -27,5 +27,5 @@ done
 compile tools/fsck/main.c -Dmain=fsck_main
 compile tests/fuzz/fuzz_image.c
 clang -fsanitize=fuzzer,address,undefined "${objs[@]}" -o "$OUT/fuzz_image" \
-	$(pkg-config --libs lmdb libxxhash libzstd libarchive) -lpthread
+	$(pkg-config --libs lmdb libxxhash libzstd libarchive libpq) -lpthread
 echo "$OUT/fuzz_image"

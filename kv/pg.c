@@ -1,0 +1,1104 @@
+/*
+ * pg.c - the PostgreSQL engine (engine.h): kv/'s maps as tables of the
+ * database a postgresql:// URL names, so that a filesystem outlives a host
+ * and several hosts reach it. pg_conn.c holds the connections.
+ *
+ * Schema: a table a map, kvfs_<name> (k bytea PRIMARY KEY, v bytea NOT
+ * NULL), found through the connection's search_path (one database may hold
+ * several filesystems, a schema each: ?options=-csearch_path%3Dfs1 in the
+ * URL). kvfs_data's values are stored EXTERNAL: the record layer checksums
+ * and compresses blocks, pglz would only spend CPU. kvfs_meta's comment is
+ * the tables' version (PG_SCHEMA in pg_conn.c, which makes them).
+ *
+ * Connections: the writer's (read-write opens), one a reader (read_begin's
+ * transaction, kept for its thread), and idle ones in a pool (read-only
+ * txn_begin, usage, sync). Round trips:
+ *   read:  read_begin sends nothing; the first statement goes together with
+ *          BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY (so the
+ *          snapshot is taken then, at or after read_begin); read_end sends
+ *          ROLLBACK without waiting, its result read with the next
+ *          statement's. A getattr (read_begin, get, read_end) is one round
+ *          trip.
+ *   write: BEGIN, SAVEPOINT, a plain put, cur_del, RELEASE and ROLLBACK go
+ *          out without waiting; get, del, a NOOVERWRITE put, count, a
+ *          cursor's fetch and COMMIT wait for their result, one round trip
+ *          that carries whatever went before. A child that sent changes
+ *          without waiting reads their results at its commit (one round
+ *          trip), so that a failure is its own (contract 4).
+ *
+ * A connection's transaction (depth: the innermost open level):
+ *
+ *   none --begin--> depth 0 --child begin: SAVEPOINT s1--> depth 1 ...
+ *    ^                |     <--child commit: RELEASE s1----'
+ *    |                |     <--child abort: ROLLBACK TO s1, RELEASE s1
+ *    '--commit: COMMIT; abort, read_end: ROLLBACK (not waited for)
+ *
+ * Invariants:
+ *  1. bytea compares as memcmp, then length: ORDER BY k is contract 1's.
+ *  2. Values handed out (get, cursors) point into PGresults kept on the
+ *     connection (held, or a cursor's own) until the top level ends, or
+ *     until cur_forget drops its cursor's older ones (contract 5).
+ *  3. A level whose statement failed takes only abort (every call returns
+ *     the failure). Abort sends a Sync first when statements went since the
+ *     last one: the server skips to the next Sync after an error, and would
+ *     skip the ROLLBACK too.
+ *  4. A cursor's rows are what its transaction holds: a change inside the
+ *     span of keys its rows cover (to the map's end when no rows follow in
+ *     its direction) makes it stale, and its next move fetches again from
+ *     its key. A change of its current key alone (cur_del) makes only
+ *     GET_CURRENT, and a move back over the rows it passed, fetch again:
+ *     a walk that deletes as it goes needs no more fetches (contract 6).
+ *  5. Statements are prepared once a connection, at first use, in the same
+ *     round trip; parameters and results are binary.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_int.h"
+
+#define PG_BEGIN_READ "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+#define PG_PEND_MAX 1024         /* changes sent before their results are read */
+#define PG_ROWS_FIRST 4          /* a cursor's first fetch: most read 1 to 3 rows */
+#define PG_ROWS_MAX 256          /* a walk's fetches grow 4 times a time up to this */
+#define PG_FETCH_BYTES (1 << 20) /* and no more once a fetch brought this much */
+#define PG_BYTEA 17              /* type oids */
+#define PG_INT4 23
+
+/* %1$s: the map's name. Parameters in order: key, value, row limit. */
+static const struct {
+	const char *sql;
+	unsigned char key, val, limit;
+} pg_stmts[S_N] = {
+	[S_GET] = {"SELECT v FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
+	[S_PUT] = {"INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
+		   "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+		   1, 1, 0},
+	/* The main query's snapshot precedes the insert: a row means the key
+	 * was there (its value, as LMDB gives it), none that it went in. */
+	[S_PUTNEW] = {"WITH i AS (INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
+		      "ON CONFLICT DO NOTHING RETURNING 1) "
+		      "SELECT v FROM kvfs_%1$s WHERE k = $1 AND NOT EXISTS (SELECT FROM i)",
+		      1, 1, 0},
+	[S_DEL] = {"DELETE FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
+	[S_COUNT] = {"SELECT count(*) FROM kvfs_%1$s", 0, 0, 0},
+	[S_FIRST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k LIMIT $1", 0, 0, 1},
+	[S_LAST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k DESC LIMIT $1", 0, 0, 1},
+	[S_GE] = {"SELECT k, v FROM kvfs_%1$s WHERE k >= $1 ORDER BY k LIMIT $2", 1, 0, 1},
+	[S_GT] = {"SELECT k, v FROM kvfs_%1$s WHERE k > $1 ORDER BY k LIMIT $2", 1, 0, 1},
+	[S_LT] = {"SELECT k, v FROM kvfs_%1$s WHERE k < $1 ORDER BY k DESC LIMIT $2", 1, 0, 1},
+};
+
+struct kv_ecur {
+	struct pg_conn *c;
+	kv_etxn *x;               /* NULL while its transaction is reset */
+	enum kv_db db;
+	PGresult *res;            /* the last rows fetched, in the order dir walks */
+	int nrows, row;           /* row: the current one; -1 not positioned */
+	int dir;                  /* 1: res ascends; -1: it descends */
+	int more;                 /* rows may follow res's last in dir */
+	int stale, cur_stale;     /* invariant 4 */
+	int holes;                /* a row behind the current one may be changed */
+	int limit;                /* rows the next fetch asks */
+	PGresult **old;           /* results it handed out before res */
+	size_t nold, oldcap;
+	kv_ecur *next, **prevp;   /* c->curs */
+};
+
+/* ------------------------------------------------------------- helpers -- */
+
+static int keep(PGresult ***arr, size_t *n, size_t *cap, PGresult *r)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 16;
+		PGresult **a = realloc(*arr, ncap * sizeof(*a));
+
+		if (!a)
+			return ENOMEM;
+		*arr = a;
+		*cap = ncap;
+	}
+	(*arr)[(*n)++] = r;
+	return 0;
+}
+
+static void clear_all(PGresult **arr, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		PQclear(arr[i]);
+	*n = 0;
+}
+
+static void pg_val(const PGresult *r, int row, int col, kv_val *v)
+{
+	v->size = (size_t)PQgetlength(r, row, col);
+	v->data = PQgetvalue(r, row, col);
+}
+
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	size_t n = alen < blen ? alen : blen;
+	int d = n ? memcmp(a, b, n) : 0;
+
+	return d ? d : (alen > blen) - (alen < blen);
+}
+
+static int row_cmp(const kv_ecur *cur, int row, const void *k, size_t klen)
+{
+	return key_cmp(PQgetvalue(cur->res, row, 0), (size_t)PQgetlength(cur->res, row, 0), k,
+		       klen);
+}
+
+static unsigned pg_serial(struct pg_conn *c)
+{
+	if (!++c->serial)
+		c->serial = 1; /* 0 is no level's */
+	return c->serial;
+}
+
+/* ---------------------------------------------------------- statements -- */
+
+static int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
+			const kv_val *k, const kv_val *v, int limit, int want);
+
+/* Before a statement of level depth: the pipeline kept short, the level
+ * not failed (invariant 3), the lazy BEGIN and a reserved put sent. */
+static int pg_prelude(struct pg_conn *c, int depth)
+{
+	int rc;
+
+	if (c->broken)
+		return EIO;
+	if (c->pend_n - c->pend_at >= PG_PEND_MAX && (rc = pg_drain(c, NULL)))
+		return rc;
+	if (c->fail_depth <= depth)
+		return c->fail_rc;
+	if (c->begin_sql) {
+		const char *sql = c->begin_sql;
+
+		c->begin_sql = NULL;
+		c->begun = 1;
+		if ((rc = pg_send_text(c, c->open[0], sql, 0)))
+			return rc;
+	}
+	if (c->rsv.on) {
+		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
+
+		c->rsv.on = 0;
+		return pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
+	}
+	return 0;
+}
+
+static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stmt s)
+{
+	char name[16], sql[512];
+	Oid types[3];
+	int n = 0;
+
+	if (c->prepared[db] & (1u << s))
+		return 0;
+	snprintf(name, sizeof(name), "kv%d_%d", (int)db, (int)s);
+	snprintf(sql, sizeof(sql), pg_stmts[s].sql, kv_db_names[db]);
+	if (pg_stmts[s].key)
+		types[n++] = PG_BYTEA;
+	if (pg_stmts[s].val)
+		types[n++] = PG_BYTEA;
+	if (pg_stmts[s].limit)
+		types[n++] = PG_INT4;
+	if (!PQsendPrepare(c->pq, name, sql, n, types))
+		return pg_lost_pq(c);
+	c->prepared[db] |= (uint16_t)(1u << s);
+	return pg_push(c, id, 1 + (int)db * S_N + (int)s, 0, 0);
+}
+
+/* Send statement s of db as level depth; want: the caller reads its result
+ * (pg_drain), else it is a change whose result is read later. */
+static int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
+			const kv_val *k, const kv_val *v, int limit, int want)
+{
+	static const int fmts[3] = {1, 1, 1};
+	const char *vals[3];
+	unsigned char lim[4];
+	int lens[3], n = 0, rc;
+	char name[16];
+
+	if ((rc = pg_prelude(c, depth)) || (rc = pg_prepare(c, c->open[depth], db, s)))
+		return rc;
+	if (pg_stmts[s].key) {
+		if (k->size > INT_MAX)
+			return EINVAL;
+		vals[n] = k->size ? k->data : ""; /* NULL would be SQL's NULL */
+		lens[n++] = (int)k->size;
+	}
+	if (pg_stmts[s].val) {
+		if (v->size > INT_MAX)
+			return EINVAL;
+		vals[n] = v->size ? v->data : "";
+		lens[n++] = (int)v->size;
+	}
+	if (pg_stmts[s].limit) {
+		for (int i = 0; i < 4; i++)
+			lim[i] = (unsigned char)((unsigned)limit >> (24 - 8 * i));
+		vals[n] = (const char *)lim;
+		lens[n++] = 4;
+	}
+	snprintf(name, sizeof(name), "kv%d_%d", (int)db, (int)s);
+	if (!PQsendQueryPrepared(c->pq, name, n, vals, lens, fmts, 1))
+		return pg_lost_pq(c);
+	if (!want)
+		c->deferred[depth] = 1;
+	return pg_push(c, c->open[depth], 0, 0, want);
+}
+
+/* Send s and read its result. */
+static int pg_call(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
+		   const kv_val *v, int limit, PGresult **r)
+{
+	int rc = pg_send_stmt(c, depth, db, s, k, v, limit, 1);
+
+	return rc ? rc : pg_drain(c, r);
+}
+
+static int pg_hold(struct pg_conn *c, PGresult *r)
+{
+	int rc = keep(&c->held, &c->nheld, &c->held_cap, r);
+
+	if (rc)
+		PQclear(r); /* nothing of it handed out yet */
+	return rc;
+}
+
+/* A change of key k of db in c's transaction (invariant 4). */
+static void pg_touch(struct pg_conn *c, enum kv_db db, const void *k, size_t klen)
+{
+	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
+		int lo, hi;
+
+		if (cur->db != db || !cur->res || cur->row < 0 || cur->stale)
+			continue;
+		lo = cur->dir > 0 ? 0 : cur->nrows - 1;
+		hi = cur->nrows - 1 - lo;
+		if ((cur->more || cur->dir > 0) && row_cmp(cur, lo, k, klen) > 0)
+			continue; /* below its rows */
+		if ((cur->more || cur->dir < 0) && row_cmp(cur, hi, k, klen) < 0)
+			continue; /* above them */
+		if (row_cmp(cur, cur->row, k, klen) == 0)
+			cur->cur_stale = cur->holes = 1;
+		else
+			cur->stale = 1;
+	}
+}
+
+/* -------------------------------------------------------- transactions -- */
+
+/* The top level ended: what it handed out goes (invariant 2). */
+static void pg_txn_end(struct pg_conn *c)
+{
+	clear_all(c->held, &c->nheld);
+	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
+		PQclear(cur->res);
+		cur->res = NULL;
+		clear_all(cur->old, &cur->nold);
+		cur->row = -1;
+		cur->x = NULL;
+	}
+	c->depth = -1;
+	c->fail_depth = INT_MAX;
+	c->fail_rc = 0;
+	c->begin_sql = NULL;
+	c->begun = 0;
+	c->rsv.on = 0;
+	memset(c->deferred, 0, sizeof(c->deferred));
+}
+
+/* End the server's transaction without waiting (invariant 3). No Sync
+ * follows the ROLLBACK: the server ends a transaction at the Execute of
+ * its ROLLBACK, and without a Sync it sends nothing back until the next
+ * statement's (no ReadyForQuery to write and read: a getattr took 38 us
+ * with one here, 29 us without, against 25 us for a bare SELECT). Until
+ * then pg_stat_activity shows the connection "active" in "ROLLBACK". */
+static void pg_end_rollback(struct pg_conn *c)
+{
+	if (c->begun && !pg_sync(c) && !pg_send_text(c, 0, "ROLLBACK", 0))
+		pg_flush_now(c);
+}
+
+static int pg_top_begin(kv_etxn *x, const char *begin_sql)
+{
+	struct pg_conn *c = x->c;
+	int rc = pg_alive(c);
+
+	if (rc)
+		return rc;
+	assert(c->depth < 0);
+	c->depth = 0;
+	c->open[0] = pg_serial(c);
+	c->begin_sql = begin_sql;
+	c->begun = 0;
+	x->depth = 0;
+	x->active = 1;
+	return 0;
+}
+
+static int pg_child_begin(kv_etxn *parent, kv_etxn **out)
+{
+	struct pg_conn *c = parent->c;
+	int d = parent->depth + 1, rc;
+	char sql[32];
+	kv_etxn *x;
+
+	if (parent->kind != PG_WRITE)
+		return EINVAL;
+	assert(c->depth == parent->depth);
+	if (d >= PG_MAX_DEPTH)
+		return KV_ETXN_FULL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return ENOMEM;
+	*x = (kv_etxn){.c = c, .depth = d, .kind = PG_WRITE, .active = 1};
+	rc = pg_prelude(c, parent->depth); /* the parent's reserved put is the parent's */
+	if (rc)
+		goto free_x;
+	c->depth = d;
+	c->open[d] = pg_serial(c);
+	c->deferred[d] = 0;
+	snprintf(sql, sizeof(sql), "SAVEPOINT s%d", d);
+	rc = pg_send_text(c, c->open[d], sql, 0);
+	if (rc) {
+		c->depth = d - 1;
+		goto free_x;
+	}
+	*out = x;
+	return 0;
+free_x:
+	free(x);
+	return rc;
+}
+
+/* A child's changes dropped; its failure with them. */
+static void pg_child_abort(kv_etxn *x)
+{
+	struct pg_conn *c = x->c;
+	int d = x->depth;
+	char sql[64];
+
+	assert(c->depth == d);
+	if (c->rsv.on && c->rsv.depth == d)
+		c->rsv.on = 0;
+	c->open[d] = 0; /* results of its statements still to come are dropped */
+	c->depth = d - 1;
+	if (c->fail_depth == d)
+		c->fail_depth = INT_MAX;
+	/* The parent's cursors: the child's writes made those they touch
+	 * stale already (pg_touch), so they fetch again after the rollback. */
+	snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT s%d", d);
+	if (!pg_sync(c) && !pg_send_text(c, c->open[d - 1], sql, 0)) {
+		snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT s%d", d);
+		pg_send_text(c, c->open[d - 1], sql, 0);
+	}
+	free(x);
+}
+
+static int pg_child_commit(kv_etxn *x)
+{
+	struct pg_conn *c = x->c;
+	int d = x->depth, rc;
+	char sql[32];
+
+	rc = pg_prelude(c, d);
+	if (!rc && c->deferred[d])
+		rc = pg_drain(c, NULL); /* its changes' results, so a failure is its own */
+	if (!rc && c->fail_depth <= d)
+		rc = c->fail_rc;
+	if (rc) {
+		pg_child_abort(x);
+		return rc;
+	}
+	c->open[d] = 0;
+	c->depth = d - 1;
+	snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT s%d", d);
+	rc = pg_send_text(c, c->open[d - 1], sql, 0); /* a failure is the parent's now */
+	free(x);
+	return rc;
+}
+
+static int pg_commit_top(kv_etxn *x)
+{
+	struct pg_conn *c = x->c;
+	PGresult *r = NULL;
+	int rc = 0;
+
+	if (x->kind == PG_WRITE && (c->begun || c->rsv.on)) {
+		rc = pg_prelude(c, 0);
+		if (!rc)
+			rc = pg_send_text(c, c->open[0], "COMMIT", 1);
+		if (!rc)
+			rc = pg_drain(c, &r);
+		if (!rc && strcmp(PQcmdStatus(r), "COMMIT"))
+			rc = EIO; /* the server rolled it back */
+		PQclear(r);
+	}
+	if (rc || x->kind != PG_WRITE)
+		pg_end_rollback(c);
+	pg_txn_end(c);
+	return rc;
+}
+
+/* A top level is over: a read-only txn_begin's connection goes back to the
+ * pool. */
+static void pg_top_done(struct pg_env *pe, kv_etxn *x)
+{
+	x->active = 0;
+	if (x->kind == PG_RDONLY) {
+		pg_pool_put(pe, x->c);
+		free(x);
+	}
+}
+
+static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **out)
+{
+	struct pg_env *pe = e->eng_priv;
+	kv_etxn *x;
+	int rc;
+
+	if (parent)
+		return pg_child_begin(parent, out);
+	if (flags & KV_TXN_RDONLY) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return ENOMEM;
+		x->kind = PG_RDONLY;
+		rc = pg_pool_get(pe, &x->c, NULL, 0);
+		if (!rc)
+			rc = pg_top_begin(x, PG_BEGIN_READ);
+		if (rc) {
+			if (x->c)
+				pg_pool_put(pe, x->c);
+			free(x);
+			return rc;
+		}
+	} else {
+		if (!pe->w)
+			return EACCES; /* a read-only open */
+		x = &pe->wtx;
+		assert(!x->active); /* one write txn (contract 3) */
+		*x = (kv_etxn){.c = pe->w, .kind = PG_WRITE};
+		rc = pg_top_begin(x, "BEGIN");
+		if (rc)
+			return rc;
+	}
+	*out = x;
+	return 0;
+}
+
+static int pg_txn_commit(kv_env *e, kv_etxn *x)
+{
+	int rc;
+
+	if (x->depth > 0)
+		return pg_child_commit(x);
+	rc = pg_commit_top(x);
+	pg_top_done(e->eng_priv, x);
+	return rc;
+}
+
+static void pg_txn_abort(kv_env *e, kv_etxn *x)
+{
+	if (x->depth > 0) {
+		pg_child_abort(x);
+		return;
+	}
+	x->c->rsv.on = 0;
+	pg_end_rollback(x->c);
+	pg_txn_end(x->c);
+	pg_top_done(e->eng_priv, x);
+}
+
+static int pg_read_begin(kv_env *e, kv_etxn **xp)
+{
+	struct pg_env *pe = e->eng_priv;
+	kv_etxn *x = *xp;
+	int rc;
+
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return ENOMEM;
+		x->kind = PG_READ;
+		rc = pg_pool_get(pe, &x->c, NULL, 0);
+		if (rc) {
+			free(x);
+			return rc;
+		}
+		*xp = x;
+	}
+	assert(!x->active);
+	return pg_top_begin(x, PG_BEGIN_READ);
+}
+
+static void pg_read_end(kv_env *e, kv_etxn *x)
+{
+	(void)e;
+	pg_end_rollback(x->c);
+	pg_txn_end(x->c);
+	x->active = 0;
+}
+
+static void pg_read_free(kv_env *e, kv_etxn *x)
+{
+	if (!x)
+		return;
+	if (x->active)
+		pg_read_end(e, x);
+	pg_pool_put(e->eng_priv, x->c);
+	free(x);
+}
+
+/* ------------------------------------------------------------- records -- */
+
+static int pg_get(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
+{
+	PGresult *r;
+	int rc;
+
+	(void)e;
+	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+	if (rc)
+		return rc;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return KV_ENOTFOUND;
+	}
+	if ((rc = pg_hold(x->c, r)))
+		return rc;
+	pg_val(r, 0, 0, v);
+	return 0;
+}
+
+/* KV_PUT_RESERVE: the bytes go with the next statement (contract 7). */
+static int pg_reserve(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
+{
+	struct pg_conn *c = x->c;
+	struct pg_reserve *rs = &c->rsv;
+	int rc = pg_prelude(c, x->depth); /* sends the one before */
+
+	if (rc)
+		return rc;
+	if (k->size > rs->kcap || v->size > rs->cap) {
+		size_t kcap = k->size > rs->kcap ? k->size : rs->kcap;
+		size_t cap = v->size > rs->cap ? v->size : rs->cap;
+		unsigned char *key = realloc(rs->key, kcap ? kcap : 1);
+
+		if (!key)
+			return ENOMEM;
+		rs->key = key;
+		rs->kcap = kcap;
+		key = realloc(rs->buf, cap ? cap : 1);
+		if (!key)
+			return ENOMEM;
+		rs->buf = key;
+		rs->cap = cap;
+	}
+	if (k->size)
+		memcpy(rs->key, k->data, k->size);
+	rs->klen = k->size;
+	rs->len = v->size;
+	rs->db = db;
+	rs->depth = x->depth;
+	rs->on = 1;
+	v->data = rs->buf;
+	pg_touch(c, db, k->data, k->size);
+	return 0;
+}
+
+static int pg_put(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
+		  unsigned flags)
+{
+	struct pg_conn *c = x->c;
+	PGresult *r;
+	int rc;
+
+	(void)e;
+	if (x->kind != PG_WRITE)
+		return EACCES;
+	if (flags & KV_PUT_NOOVERWRITE) {
+		/* With RESERVE, a look first; without, the insert itself. */
+		enum pg_stmt s = flags & KV_PUT_RESERVE ? S_GET : S_PUTNEW;
+
+		rc = pg_call(c, x->depth, db, s, k, v, 0, &r);
+		if (rc)
+			return rc;
+		if (PQntuples(r)) {
+			if ((rc = pg_hold(c, r)))
+				return rc;
+			pg_val(r, 0, 0, v); /* the value there, as LMDB gives it */
+			return KV_EKEYEXIST;
+		}
+		PQclear(r);
+		if (s == S_PUTNEW) {
+			pg_touch(c, db, k->data, k->size);
+			return 0;
+		}
+	}
+	if (flags & KV_PUT_RESERVE)
+		return pg_reserve(x, db, k, v);
+	rc = pg_send_stmt(c, x->depth, db, S_PUT, k, v, 0, 0);
+	if (!rc)
+		pg_touch(c, db, k->data, k->size);
+	return rc;
+}
+
+static int pg_del(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
+{
+	PGresult *r;
+	int rc, gone;
+
+	(void)e;
+	if (x->kind != PG_WRITE)
+		return EACCES;
+	rc = pg_call(x->c, x->depth, db, S_DEL, k, NULL, 0, &r);
+	if (rc)
+		return rc;
+	gone = strcmp(PQcmdTuples(r), "0") != 0;
+	PQclear(r);
+	if (!gone)
+		return KV_ENOTFOUND;
+	pg_touch(x->c, db, k->data, k->size);
+	return 0;
+}
+
+static int pg_count(kv_env *e, kv_etxn *x, enum kv_db db, uint64_t *n)
+{
+	const unsigned char *p;
+	PGresult *r;
+	int rc;
+
+	(void)e;
+	rc = pg_call(x->c, x->depth, db, S_COUNT, NULL, NULL, 0, &r);
+	if (rc)
+		return rc;
+	if (PQntuples(r) != 1 || PQgetlength(r, 0, 0) != 8) {
+		PQclear(r);
+		return EIO;
+	}
+	p = (const unsigned char *)PQgetvalue(r, 0, 0);
+	*n = kv_get_be64(p);
+	PQclear(r);
+	return 0;
+}
+
+/* ------------------------------------------------------------- cursors -- */
+
+static void pg_cur_link(kv_ecur *cur, struct pg_conn *c)
+{
+	cur->c = c;
+	cur->next = c->curs;
+	if (c->curs)
+		c->curs->prevp = &cur->next;
+	cur->prevp = &c->curs;
+	c->curs = cur;
+}
+
+static void pg_cur_unlink(kv_ecur *cur)
+{
+	*cur->prevp = cur->next;
+	if (cur->next)
+		cur->next->prevp = cur->prevp;
+}
+
+static int pg_cur_open(kv_env *e, kv_etxn *x, enum kv_db db, kv_ecur **out)
+{
+	kv_ecur *cur = calloc(1, sizeof(*cur));
+
+	(void)e;
+	if (!cur)
+		return ENOMEM;
+	cur->x = x;
+	cur->db = db;
+	cur->row = -1;
+	cur->limit = PG_ROWS_FIRST;
+	pg_cur_link(cur, x->c);
+	*out = cur;
+	return 0;
+}
+
+static int pg_cur_renew(kv_env *e, kv_etxn *x, kv_ecur *cur)
+{
+	(void)e;
+	if (cur->c != x->c) {
+		pg_cur_unlink(cur);
+		pg_cur_link(cur, x->c);
+	}
+	cur->x = x;
+	cur->row = -1;
+	return 0;
+}
+
+static void pg_cur_close(kv_env *e, kv_ecur *cur)
+{
+	struct pg_conn *c;
+
+	(void)e;
+	if (!cur)
+		return;
+	c = cur->c;
+	pg_cur_unlink(cur);
+	if (cur->x) { /* its values stay valid to the end of the txn (contract 5) */
+		if (cur->res && keep(&c->held, &c->nheld, &c->held_cap, cur->res))
+			cur->res = NULL; /* leaked rather than freed under a caller */
+		for (size_t i = 0; i < cur->nold; i++)
+			if (keep(&c->held, &c->nheld, &c->held_cap, cur->old[i]))
+				break; /* the rest leaked, as above */
+	} else {
+		PQclear(cur->res);
+		clear_all(cur->old, &cur->nold);
+	}
+	free(cur->old);
+	free(cur);
+}
+
+static void pg_cur_forget(kv_env *e, kv_ecur *cur)
+{
+	(void)e;
+	clear_all(cur->old, &cur->nold);
+}
+
+/* Fetch rows by s from key from (NULL for FIRST and LAST), walking dir. */
+static int pg_cur_fetch(kv_ecur *cur, enum pg_stmt s, const kv_val *from, int dir)
+{
+	PGresult *r;
+	int rc;
+
+	if (!cur->x)
+		return EINVAL; /* its transaction ended, not renewed */
+	rc = pg_call(cur->c, cur->x->depth, cur->db, s, from, NULL, cur->limit, &r);
+	if (rc)
+		return rc;
+	if (cur->res) { /* its values were handed out: kept (invariant 2) */
+		if ((rc = keep(&cur->old, &cur->nold, &cur->oldcap, cur->res))) {
+			PQclear(r);
+			return rc;
+		}
+		cur->res = NULL;
+	}
+	cur->nrows = PQntuples(r);
+	cur->stale = cur->cur_stale = cur->holes = 0;
+	if (!cur->nrows) {
+		PQclear(r);
+		cur->row = -1;
+		return KV_ENOTFOUND;
+	}
+	cur->res = r;
+	cur->row = 0;
+	cur->dir = dir;
+	cur->more = cur->nrows == cur->limit;
+	return 0;
+}
+
+/* A walk goes on: fetch more rows a time, up to PG_ROWS_MAX and while the
+ * last fetch brought less than PG_FETCH_BYTES. */
+static void pg_cur_grow(kv_ecur *cur)
+{
+	size_t bytes = 0;
+
+	for (int i = 0; i < cur->nrows; i++)
+		bytes += (size_t)PQgetlength(cur->res, i, 1);
+	if (cur->limit < PG_ROWS_MAX && bytes < PG_FETCH_BYTES)
+		cur->limit *= 4;
+}
+
+/* NEXT (d 1) or PREV (d -1) from the current row. */
+static int pg_cur_step(kv_ecur *cur, int d)
+{
+	kv_val at;
+
+	if (!cur->stale && !(cur->holes && d != cur->dir)) {
+		int i = cur->row + d * cur->dir;
+
+		if (i >= 0 && i < cur->nrows) {
+			cur->row = i;
+			cur->cur_stale = 0;
+			return 0;
+		}
+		if (i >= cur->nrows && !cur->more) {
+			cur->row = -1; /* past the end (contract 6) */
+			return KV_ENOTFOUND;
+		}
+		pg_cur_grow(cur);
+	}
+	pg_val(cur->res, cur->row, 0, &at); /* stays valid: the result is kept */
+	return pg_cur_fetch(cur, d > 0 ? S_GT : S_LT, &at, d);
+}
+
+static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop op)
+{
+	kv_val at;
+	int rc;
+
+	(void)e;
+	switch (op) {
+	case KV_FIRST:
+	case KV_LAST:
+		cur->limit = PG_ROWS_FIRST;
+		rc = op == KV_FIRST ? pg_cur_fetch(cur, S_FIRST, NULL, 1)
+				    : pg_cur_fetch(cur, S_LAST, NULL, -1);
+		break;
+	case KV_SET_KEY:
+	case KV_SET_RANGE:
+		cur->limit = PG_ROWS_FIRST;
+		at = *k;
+		rc = pg_cur_fetch(cur, S_GE, &at, 1);
+		if (!rc && op == KV_SET_KEY && row_cmp(cur, 0, at.data, at.size)) {
+			cur->row = -1;
+			rc = KV_ENOTFOUND;
+		}
+		break;
+	case KV_NEXT:
+	case KV_PREV:
+		if (cur->row >= 0)
+			rc = pg_cur_step(cur, op == KV_NEXT ? 1 : -1);
+		else
+			rc = pg_cur_get(e, cur, k, v, op == KV_NEXT ? KV_FIRST : KV_LAST);
+		break;
+	case KV_GET_CURRENT:
+		if (cur->row < 0)
+			return EINVAL;
+		rc = 0;
+		if (cur->stale || cur->cur_stale) {
+			pg_val(cur->res, cur->row, 0, &at);
+			rc = pg_cur_fetch(cur, S_GE, &at, 1);
+			if (!rc && row_cmp(cur, 0, at.data, at.size)) {
+				cur->row = -1;
+				rc = KV_ENOTFOUND;
+			}
+		}
+		break;
+	default:
+		return EINVAL;
+	}
+	if (rc)
+		return rc;
+	if (k)
+		pg_val(cur->res, cur->row, 0, k);
+	if (v)
+		pg_val(cur->res, cur->row, 1, v);
+	return 0;
+}
+
+static int pg_cur_del(kv_env *e, kv_ecur *cur)
+{
+	kv_val at;
+	int rc;
+
+	(void)e;
+	if (!cur->x || cur->row < 0)
+		return EINVAL;
+	if (cur->x->kind != PG_WRITE)
+		return EACCES;
+	pg_val(cur->res, cur->row, 0, &at);
+	rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
+	if (!rc) /* its rows stay right: NEXT moves on from them */
+		pg_touch(cur->c, cur->db, at.data, at.size);
+	return rc;
+}
+
+/* ----------------------------------------------------------------- env -- */
+
+static struct pg_env *pg_env_new(kv_env *e)
+{
+	struct pg_env *pe = calloc(1, sizeof(*pe));
+
+	if (!pe)
+		return NULL;
+	pe->e = e;
+	pthread_mutex_init(&pe->lock, NULL);
+	pg_display(e->path, pe->disp, sizeof(pe->disp));
+	return pe;
+}
+
+static void pg_env_free(struct pg_env *pe)
+{
+	pg_conn_free(pe->w);
+	while (pe->pool) {
+		struct pg_conn *c = pe->pool;
+
+		pe->pool = c->next;
+		pg_conn_free(c);
+	}
+	pthread_mutex_destroy(&pe->lock);
+	free(pe);
+}
+
+static const char *pg_strerror(int code);
+
+/* create and open return 0 or a negative errno value, as the record
+ * layer's kv_mkfs and kv_open do (lmdb.c too). */
+static int pg_neg(int rc)
+{
+	return rc == KV_EINVAL ? -EINVAL : rc == KV_EVERSION ? -EPROTONOSUPPORT : -rc;
+}
+
+/* The tables made and init's records written in one transaction (DDL is
+ * transactional here): all of it, or nothing changed, even with force. */
+static int pg_create(kv_env *e, int force, int (*init)(kv_env *e, kv_etxn *x, void *arg),
+		     void *arg, char *err, size_t errlen)
+{
+	struct pg_env *pe = pg_env_new(e);
+	kv_etxn *x;
+	int rc;
+
+	if (!pe)
+		return -ENOMEM;
+	rc = pg_connect(pe, 1, &pe->w, err, errlen);
+	if (rc)
+		goto free_pe;
+	rc = pg_store_make(pe->w, force, &e->page_size, err, errlen); /* BEGIN sent */
+	if (rc)
+		goto free_pe;
+	e->eng_priv = pe;
+	x = &pe->wtx;
+	*x = (kv_etxn){.c = pe->w, .kind = PG_WRITE};
+	rc = pg_top_begin(x, NULL);
+	if (!rc) {
+		pe->w->begun = 1;
+		rc = init ? -init(e, x, arg) : 0; /* init: 0 or a negative errno value */
+		if (rc)
+			pg_txn_abort(e, x);
+		else
+			rc = pg_txn_commit(e, x);
+		if (rc && err && !err[0])
+			kv_seterr(err, errlen, "'%s': %s", pe->disp,
+				  pe->w->last_err[0] ? pe->w->last_err : pg_strerror(rc));
+	}
+	e->eng_priv = NULL;
+free_pe:
+	pg_env_free(pe);
+	return rc ? pg_neg(rc) : 0;
+}
+
+static int pg_open(kv_env *e, char *err, size_t errlen)
+{
+	struct pg_env *pe = pg_env_new(e);
+	struct pg_conn *c;
+	int rc;
+
+	if (!pe)
+		return -ENOMEM;
+	rc = pg_connect(pe, !e->readonly, &c, err, errlen);
+	if (rc)
+		goto free_pe;
+	rc = pg_store_check(c, &e->page_size, err, errlen);
+	if (rc) {
+		pg_conn_free(c);
+		goto free_pe;
+	}
+	if (e->readonly)
+		pg_pool_put(pe, c); /* the first reader's */
+	else
+		pe->w = c;
+	e->eng_priv = pe;
+	return 0;
+free_pe:
+	pg_env_free(pe);
+	return pg_neg(rc);
+}
+
+static void pg_close(kv_env *e)
+{
+	struct pg_env *pe = e->eng_priv;
+
+	if (!pe)
+		return;
+	assert(!pe->wtx.active);
+	pg_env_free(pe);
+	e->eng_priv = NULL;
+}
+
+/* Commits wait for their WAL flush (synchronous_commit on, pg_conn.c)
+ * but with KV_DURABLE_NONE: then sync flushes it (pg_store_sync). */
+static int pg_sync_env(kv_env *e)
+{
+	struct pg_env *pe = e->eng_priv;
+
+	if (!pe->w || e->durability != KV_DURABLE_NONE)
+		return 0;
+	return pg_store_sync(pe);
+}
+
+/* The bytes the tables, their indexes and TOAST take on the server (file
+ * and used alike); no map, so no room fields (engine.h). */
+static int pg_usage(kv_env *e, struct kv_usage *u)
+{
+	int rc = pg_store_bytes(e->eng_priv, &u->used_bytes);
+
+	if (rc)
+		return rc;
+	u->file_bytes = u->used_bytes;
+	u->ahead_bytes = u->map_bytes = u->max_bytes = u->promised_bytes = 0;
+	u->extent_bytes = u->avail_bytes = u->reserve_bytes = 0;
+	u->page_size = e->page_size;
+	return 0;
+}
+
+static int pg_backup(kv_env *e, const char *dest, char *err, size_t errlen)
+{
+	(void)e;
+	(void)dest;
+	kv_seterr(err, errlen, "use pg_dump or pg_basebackup for a PostgreSQL-backed filesystem");
+	return -EOPNOTSUPP;
+}
+
+static const char *pg_strerror(int code)
+{
+	switch (code) {
+	case KV_ENOTFOUND:
+		return "no such key";
+	case KV_EKEYEXIST:
+		return "key exists";
+	case KV_EMAP_FULL:
+		return "database full";
+	case KV_ETXN_FULL:
+		return "transactions nested too deep";
+	case KV_EREADERS_FULL:
+		return "no room for another reader";
+	case KV_EINVAL:
+		return "not a kvfs filesystem";
+	case KV_EVERSION:
+		return "a kvfs filesystem of another version";
+	case KV_EMAP_RESIZED:
+		return "map resized";
+	}
+	return strerror(code);
+}
+
+const struct kv_engine kv_engine_pg = {
+	.name = "postgresql",
+	.create = pg_create,
+	.open = pg_open,
+	.close = pg_close,
+	.txn_begin = pg_txn_begin,
+	.txn_commit = pg_txn_commit,
+	.txn_abort = pg_txn_abort,
+	.read_begin = pg_read_begin,
+	.read_end = pg_read_end,
+	.read_free = pg_read_free,
+	.get = pg_get,
+	.put = pg_put,
+	.del = pg_del,
+	.count = pg_count,
+	.cur_open = pg_cur_open,
+	.cur_renew = pg_cur_renew,
+	.cur_close = pg_cur_close,
+	.cur_get = pg_cur_get,
+	.cur_del = pg_cur_del,
+	.cur_forget = pg_cur_forget,
+	.sync = pg_sync_env,
+	.usage = pg_usage,
+	.backup = pg_backup,
+	.strerror = pg_strerror,
+	.map = 0,
+};

@@ -1,0 +1,128 @@
+/*
+ * pg_int.h - shared by the PostgreSQL engine's two files: pg.c (the calls of
+ * engine.h: transactions, records, cursors, create and open) and pg_conn.c
+ * (its connections: connect, the pipeline and its results, errors, reset,
+ * the pool of idle connections). Nothing else includes it.
+ */
+#ifndef KVFS_PG_INT_H
+#define KVFS_PG_INT_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+
+#include "kv_int.h"
+
+#define PG_MAX_DEPTH 16      /* transaction levels: the top one and its children */
+#define PG_STMT_TIMEOUT "30s" /* statement_timeout where the server and URL set none */
+#define PG_WAIT_SLACK_MS 5000 /* a call gives up this long after the statement timeout */
+
+/* The statements of one map, prepared on a connection at first use. */
+enum pg_stmt { S_GET, S_PUT, S_PUTNEW, S_DEL, S_COUNT, S_FIRST, S_LAST, S_GE, S_GT, S_LT, S_N };
+
+/* A message sent whose results are not read yet (pg_conn.pend). */
+struct pg_pend {
+	unsigned id;         /* the transaction level that sent it (pg_conn.open); 0: none */
+	short prep;          /* a prepare: 1 + db * S_N + statement; 0: not one */
+	unsigned char sync;  /* a Sync, not a statement */
+	unsigned char want;  /* its result goes to the caller of pg_drain */
+};
+
+/* A put with KV_PUT_RESERVE whose bytes the caller is still writing: sent
+ * before the next statement of its transaction (contract 7). */
+struct pg_reserve {
+	int on;
+	int depth;           /* the level that made it */
+	enum kv_db db;
+	unsigned char *key, *buf;
+	size_t klen, kcap, len, cap;
+};
+
+/* One connection and the transaction it runs (at most one at a time). */
+struct pg_conn {
+	PGconn *pq;
+	struct pg_env *pe;
+	struct pg_conn *next;     /* pe->pool */
+	int writer;               /* the env's writer: synchronous_commit by durability */
+	int broken;               /* lost: every call fails with EIO until a reset */
+	unsigned wait_ms;         /* how long one call waits for the server */
+	uint16_t prepared[KV_NDB]; /* bit s: statement s of the map prepared */
+	char last_err[256];       /* the server's last error, first line */
+
+	struct pg_pend *pend;     /* sent, results unread: [pend_at, pend_n) */
+	size_t pend_at, pend_n, pend_cap;
+	int unsynced;             /* statements sent since the last Sync */
+
+	/* the transaction (pg.c) */
+	const char *begin_sql;    /* its BEGIN, not sent yet: it goes with the first statement */
+	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
+	int depth;                /* the innermost open level; -1: none */
+	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */
+	unsigned char deferred[PG_MAX_DEPTH]; /* a level sent a change without reading its result */
+	unsigned serial;          /* the last id given */
+	int fail_depth, fail_rc;  /* the outermost level a statement failed in (INT_MAX: none) */
+	PGresult **held;          /* results whose bytes were handed out */
+	size_t nheld, held_cap;
+	struct kv_ecur *curs;     /* cursors open on it */
+	struct pg_reserve rsv;
+};
+
+enum pg_kind { PG_WRITE, PG_READ, PG_RDONLY };
+
+struct kv_etxn {
+	struct pg_conn *c;
+	int depth;                /* 0: top level; n: a child n deep */
+	enum pg_kind kind;        /* PG_READ: read_begin's, recycled */
+	int active;
+};
+
+struct pg_env {
+	kv_env *e;
+	char disp[512];           /* the URL for messages, its password left out */
+	struct pg_conn *w;        /* the writer's connection (read-write opens) */
+	kv_etxn wtx;              /* the write transaction's top level */
+	pthread_mutex_t lock;     /* pool, npool */
+	struct pg_conn *pool;     /* idle connections */
+	int npool;
+};
+
+/* pg_conn.c. Return 0, a positive errno value or a KV_E* code (engine.h
+ * contract 2). */
+void pg_display(const char *url, char *out, size_t n);
+/* A new connection to pe's URL in pipeline mode; a message in err when it
+ * fails (EIO). */
+int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, size_t errlen);
+void pg_conn_free(struct pg_conn *c);
+/* Before a transaction begins: a connection the server closed meanwhile is
+ * noticed, and a lost one reset once. 0 or EIO. */
+int pg_alive(struct pg_conn *c);
+/* The connection is lost (why: libpq's or our words): logged once, EIO. */
+int pg_lost(struct pg_conn *c, const char *why);
+int pg_lost_pq(struct pg_conn *c);
+/* Record a message sent (pend); ENOMEM. */
+int pg_push(struct pg_conn *c, unsigned id, int prep, int sync, int want);
+/* Send a statement of text (no parameters, text results) as level id. */
+int pg_send_text(struct pg_conn *c, unsigned id, const char *sql, int want);
+/* Send a Sync when statements were sent since the last one. */
+int pg_sync(struct pg_conn *c);
+/* Send what is buffered without waiting for the server. */
+void pg_flush_now(struct pg_conn *c);
+/* Sync, then read every pending result. The code of the statement sent
+ * with want (its result in *res when res and it succeeded); a failure of
+ * another is charged to the level that sent it (pg_conn.fail_depth). */
+int pg_drain(struct pg_conn *c, PGresult **res);
+/* An idle connection of the pool, or a new one. */
+int pg_pool_get(struct pg_env *pe, struct pg_conn **out, char *err, size_t errlen);
+void pg_pool_put(struct pg_env *pe, struct pg_conn *c);
+/* Begin a transaction on c and make the tables in it (not committed yet):
+ * EEXIST when they are there unless force (and nothing begun); *page the
+ * server's page size. A message in err on failure. */
+int pg_store_make(struct pg_conn *c, int force, uint32_t *page, char *err, size_t errlen);
+/* The tables there and of this version: 0 (*page set), KV_EINVAL,
+ * KV_EVERSION or EIO with a message in err. */
+int pg_store_check(struct pg_conn *c, uint32_t *page, char *err, size_t errlen);
+/* Every commit so far made durable (on a pool connection). */
+int pg_store_sync(struct pg_env *pe);
+/* The bytes the tables take on the server. */
+int pg_store_bytes(struct pg_env *pe, uint64_t *bytes);
+
+#endif
