@@ -1,0 +1,107 @@
+#!/bin/bash
+# cluster.sh - a throwaway PostgreSQL cluster for the tests: initdb in a
+# temporary directory as an unprivileged user, listening on a Unix socket in
+# that directory only (no TCP), trust authentication, fsync off.
+#
+#   cluster.sh start        start one; prints its directory, then its URL
+#   cluster.sh stop DIR     stop it and remove DIR
+#   cluster.sh run CMD...   start one, run CMD with KVFS_TEST_PG_URL set to
+#                           its URL, stop it; exit with CMD's status
+#
+# Exits 77 (skipped) when the PostgreSQL server binaries are missing.
+# Environment: PG_BIN (default: the newest /usr/lib/postgresql/*/bin).
+set -euo pipefail
+
+pg_bin() {
+	if [ -n "${PG_BIN:-}" ]; then
+		echo "$PG_BIN"
+		return
+	fi
+	local d
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	echo "${d:-}"
+}
+BIN=$(pg_bin)
+if [ -z "$BIN" ] || [ ! -x "$BIN/initdb" ] || [ ! -x "$BIN/pg_ctl" ]; then
+	echo "SKIP: PostgreSQL server binaries missing (postgresql-15)" >&2
+	exit 77
+fi
+
+# The server refuses to run as root: as root, run it as kvfstest (the fs
+# tests' second user, made here when missing).
+as_owner() {
+	if [ "$(id -u)" -ne 0 ]; then
+		"$@"
+		return
+	fi
+	setpriv --reuid=kvfstest --regid="$(id -g kvfstest)" --init-groups "$@"
+}
+owner() {
+	[ "$(id -u)" -ne 0 ] && { id -un; return; }
+	if ! id -u kvfstest >/dev/null 2>&1; then
+		useradd -r -M -s /usr/sbin/nologin kvfstest 2>/dev/null ||
+			{ echo "SKIP: no user kvfstest and useradd failed" >&2; exit 77; }
+	fi
+	echo kvfstest
+}
+
+start() {
+	local user dir
+	user=$(owner)
+	# A short path: a Unix socket's name must fit 107 bytes.
+	dir=$(mktemp -d /tmp/kvfs-pg.XXXXXX)
+	chmod 755 "$dir"
+	[ "$(id -u)" -ne 0 ] || chown "$user:" "$dir"
+	if ! as_owner "$BIN/initdb" -D "$dir/data" -U "$user" --auth=trust --no-sync \
+		--no-instructions -E UTF8 --locale=C >"$dir/initdb.log" 2>&1; then
+		cat "$dir/initdb.log" >&2
+		rm -rf "$dir"
+		return 1
+	fi
+	if ! as_owner "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 -s \
+		-o "-c listen_addresses='' -c unix_socket_directories='$dir' -c fsync=off \
+		-c full_page_writes=off -c max_connections=60 -c shared_buffers=32MB" start; then
+		cat "$dir/server.log" >&2
+		rm -rf "$dir"
+		return 1
+	fi
+	# pg_ctl -w waited for the socket; pg_isready says it takes connections.
+	local i
+	for i in $(seq 1 100); do
+		"$BIN/pg_isready" -q -h "$dir" -U "$user" -d postgres && break
+		sleep 0.1
+	done
+	echo "$dir"
+	echo "postgresql:///postgres?host=$dir&user=$user"
+}
+
+stop() {
+	local dir=$1
+	case $dir in /tmp/kvfs-pg.*) ;; *) echo "not a cluster directory: $dir" >&2; return 1;; esac
+	[ -d "$dir/data" ] && as_owner "$BIN/pg_ctl" -D "$dir/data" -m immediate -s stop \
+		>/dev/null 2>&1 || true
+	rm -rf "$dir"
+}
+
+case ${1:-} in
+start)
+	start
+	;;
+stop)
+	stop "${2:?cluster.sh stop DIR}"
+	;;
+run)
+	shift
+	out=$(start)
+	dir=$(sed -n 1p <<<"$out")
+	trap 'stop "$dir"' EXIT
+	trap 'exit 130' INT TERM
+	rc=0
+	KVFS_TEST_PG_URL=$(sed -n 2p <<<"$out") "$@" || rc=$?
+	exit $rc
+	;;
+*)
+	echo "usage: cluster.sh start | stop DIR | run CMD..." >&2
+	exit 2
+	;;
+esac
