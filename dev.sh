@@ -100,7 +100,7 @@ cmd_check() {
 		[ -x "$t" ] || continue
 		local wrap=()
 		# the engine test runs on a PostgreSQL cluster of its own
-		[ "$(basename "$t")" = test_engine ] && wrap=(bash "$ROOT/tests/pg/cluster.sh" run)
+		[ "$(basename "$t")" = test_engine ] && wrap=(bash "$ROOT/tests/pg/cluster.sh" run -o)
 		runs=$((runs + 1))
 		rc=0
 		timeout 900 "${wrap[@]}" valgrind -q --leak-check=full \

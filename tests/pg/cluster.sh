@@ -5,8 +5,11 @@
 #
 #   cluster.sh start        start one; prints its directory, then its URL
 #   cluster.sh stop DIR     stop it and remove DIR
-#   cluster.sh run CMD...   start one, run CMD with KVFS_TEST_PG_URL set to
-#                           its URL, stop it; exit with CMD's status
+#   cluster.sh run [-o] CMD...
+#                           start one, run CMD with KVFS_TEST_PG_URL set to
+#                           its URL, stop it; exit with CMD's status. With
+#                           -o (the cluster optional) and no server
+#                           binaries: run CMD without it
 #
 # Exits 77 (skipped) when the PostgreSQL server binaries are missing.
 # Environment: PG_BIN (default: the newest /usr/lib/postgresql/*/bin).
@@ -23,6 +26,11 @@ pg_bin() {
 }
 BIN=$(pg_bin)
 if [ -z "$BIN" ] || [ ! -x "$BIN/initdb" ] || [ ! -x "$BIN/pg_ctl" ]; then
+	if [ "${1:-}" = run ] && [ "${2:-}" = -o ]; then
+		shift 2
+		unset KVFS_TEST_PG_URL
+		exec "$@"
+	fi
 	echo "SKIP: PostgreSQL server binaries missing (postgresql-15)" >&2
 	exit 77
 fi
@@ -92,6 +100,7 @@ stop)
 	;;
 run)
 	shift
+	[ "${1:-}" = -o ] && shift
 	out=$(start)
 	dir=$(sed -n 1p <<<"$out")
 	trap 'stop "$dir"' EXIT

@@ -1,0 +1,1576 @@
+/*
+ * test_engine.c - the engine contract (kv/engine.h) against a model, for
+ * each engine of the table below: random sequences of put, NOOVERWRITE,
+ * RESERVE, del and get in write transactions with children committed or
+ * aborted, checked against an in-memory sorted map; cursors walking both
+ * ways, seeking, deleting and moving on after writes ahead of them; read
+ * snapshots that must not see later commits; keys that are prefixes of
+ * others, empty values, 64 KiB values; values handed out that must stay as
+ * they were until their transaction ends.
+ *
+ * PostgreSQL runs on the cluster whose URL KVFS_TEST_PG_URL holds (ctest
+ * starts one with tests/pg/cluster.sh run); without it the engine is
+ * skipped, and the test exits 77 when no engine ran. Each test gets a
+ * store of its own (a schema, for PostgreSQL). KVFS_TEST_SEED changes the
+ * random sequences.
+ *
+ * LMDB runs the same body on image files in a temporary directory: the
+ * test uses the engine's calls alone, on a kv_env made by hand. Where
+ * LMDB does less than the contract's words (a cursor past an end; values
+ * of a write transaction after writes to other keys), the engine's row of
+ * the table says so and those checks are left out for it. Give an
+ * engine's name as the argument to run only it.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+#include "kv_int.h"
+
+/* ------------------------------------------------------------- engines -- */
+
+struct eng_case {
+	const char *name;
+	const struct kv_engine *eng;
+	/* Where a new, empty store named tag goes: 0, or -1 (engine skipped). */
+	int (*where)(const char *tag, char *buf, size_t n);
+	/* End every server connection to the test's stores, as a restart
+	 * would (NULL: the engine has none). */
+	void (*kill)(void);
+	/* A cursor that went past an end is unpositioned, as contract 6
+	 * says. LMDB's stays on the end key (NEXT again: KV_ENOTFOUND; PREV:
+	 * the key before): 0, and those moves are not checked. */
+	int ends_unposition;
+	/* A write transaction's values stay as they were when other keys
+	 * are written (contract 5's words). LMDB moves the values of a page
+	 * at any write to it: 0, and they are checked up to the next write. */
+	int values_stay;
+};
+
+static const char *pg_url(void)
+{
+	const char *u = getenv("KVFS_TEST_PG_URL");
+
+	return u && *u ? u : NULL;
+}
+
+static void quiet(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
+/* A SQL statement on a connection of the test's own: the first column of
+ * its first row as a number (0 without). */
+static long pg_admin(const char *sql)
+{
+	PGconn *c = PQconnectdb(pg_url());
+	PGresult *r;
+	long n = 0;
+
+	if (PQstatus(c) != CONNECTION_OK)
+		fail_msg("admin connection: %s", PQerrorMessage(c));
+	PQsetNoticeProcessor(c, quiet, NULL);
+	r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+		n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
+/* A schema of its own, empty: the URL names it in search_path. */
+static int pg_where(const char *tag, char *buf, size_t n)
+{
+	char sql[256];
+
+	if (!pg_url())
+		return -1;
+	snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS t_%s CASCADE; CREATE SCHEMA t_%s", tag,
+		 tag);
+	pg_admin(sql);
+	snprintf(buf, n, "%s%coptions=-csearch_path%%3Dt_%s", pg_url(),
+		 strchr(pg_url(), '?') ? '&' : '?', tag);
+	return 0;
+}
+
+/* pg_terminate_backend only signals: wait until they are gone, so that
+ * what follows meets closed connections. */
+static void pg_kill(void)
+{
+	pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+		 "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
+		 "AND application_name = 'kvfs'");
+	for (int i = 0; i < 500; i++) {
+		if (!pg_admin("SELECT count(*) FROM pg_stat_activity "
+			      "WHERE backend_type = 'client backend' AND application_name = 'kvfs'"))
+			return;
+		usleep(10000);
+	}
+	fail_msg("the server's backends did not end");
+}
+
+/* An image file in a directory of the run's own (removed at exit). */
+static char lmdb_dir[32];
+
+static int lmdb_where(const char *tag, char *buf, size_t n)
+{
+	if (!lmdb_dir[0] && !mkdtemp(strcpy(lmdb_dir, "/tmp/kvfs-engine.XXXXXX")))
+		return -1;
+	snprintf(buf, n, "%s/%s", lmdb_dir, tag);
+	unlink(buf);
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void lmdb_cleanup(void)
+{
+	if (lmdb_dir[0])
+		nftw(lmdb_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static const struct eng_case cases[] = {
+	{"lmdb", &kv_engine_lmdb, lmdb_where, NULL, 0, 0},
+	{"postgresql", &kv_engine_pg, pg_where, pg_kill, 1, 1},
+};
+
+static const struct eng_case *the; /* the engine under test */
+#define ENG (the->eng)
+
+/* ------------------------------------------------------------- helpers -- */
+
+#define K(s) ((kv_val){sizeof(s) - 1, (void *)(s)})
+
+struct fix {
+	char where[512];
+	kv_env *e;
+};
+
+/* The top-level write transaction open, if any: a test that fails leaves
+ * it to teardown, which aborts it before the store closes (LMDB's writer
+ * mutex lives in the lock file's map). */
+static struct {
+	kv_env *e;
+	kv_etxn *x;
+} open_top;
+
+static kv_env *env_new(const char *where, int readonly, enum kv_durability d)
+{
+	kv_env *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	e->eng = ENG;
+	e->path = strdup(where);
+	e->readonly = readonly;
+	e->durability = d;
+	e->lock_fd = -1;
+	/* what LMDB's engine takes from the record layer's kv_open */
+	pthread_rwlock_init(&e->map_lock, NULL);
+	assert_int_equal(pthread_key_create(&e->tls, NULL), 0);
+	return e;
+}
+
+static void env_free(kv_env *e)
+{
+	if (!e)
+		return;
+	if (e->eng_priv)
+		ENG->close(e);
+	pthread_key_delete(e->tls);
+	pthread_rwlock_destroy(&e->map_lock);
+	free(e->path);
+	free(e);
+}
+
+/* create's first records: none (the tests write their own). */
+static int no_init(kv_env *e, kv_etxn *x, void *arg)
+{
+	(void)e;
+	(void)x;
+	(void)arg;
+	return 0;
+}
+
+/* A store made at e->path, opened in e: 0 or create's or open's code. */
+static int make(kv_env *e, int force, char *err, size_t errlen)
+{
+	int rc = ENG->create(e, force, no_init, NULL, err, errlen);
+
+	return rc ? rc : ENG->open(e, err, errlen);
+}
+
+/* An open store of the test's own, made new. */
+static int setup(void **state)
+{
+	const char *test = getenv("KVFS_TEST_TAG");
+	static unsigned n;
+	struct fix *f = calloc(1, sizeof(*f));
+	char tag[64], err[512] = "";
+
+	snprintf(tag, sizeof(tag), "%s_%u", test ? test : "t", n++);
+	if (!f || the->where(tag, f->where, sizeof(f->where)))
+		return -1;
+	f->e = env_new(f->where, 0, KV_DURABLE_NORMAL);
+	if (make(f->e, 0, err, sizeof(err))) {
+		print_error("create: %s\n", err);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	if (open_top.x)
+		ENG->txn_abort(open_top.e, open_top.x);
+	open_top.x = NULL;
+	env_free(f->e);
+	free(f);
+	return 0;
+}
+
+static void put_ok(kv_env *e, kv_etxn *x, enum kv_db db, kv_val k, kv_val v)
+{
+	assert_int_equal(ENG->put(e, x, db, &k, &v, 0), 0);
+}
+
+static void get_is(kv_env *e, kv_etxn *x, enum kv_db db, kv_val k, const char *want)
+{
+	kv_val v;
+	int rc = ENG->get(e, x, db, &k, &v);
+
+	if (!want) {
+		assert_int_equal(rc, KV_ENOTFOUND);
+		return;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(v.size, strlen(want));
+	assert_memory_equal(v.data, want, v.size);
+}
+
+static kv_etxn *wbegin(kv_env *e, kv_etxn *parent)
+{
+	kv_etxn *x;
+
+	assert_int_equal(ENG->txn_begin(e, parent, 0, &x), 0);
+	if (!parent) {
+		open_top.e = e;
+		open_top.x = x;
+	}
+	return x;
+}
+
+/* x's end: not to be aborted again. */
+static void ended(kv_etxn *x)
+{
+	if (x == open_top.x)
+		open_top.x = NULL;
+}
+
+static int wcommit(kv_env *e, kv_etxn *x)
+{
+	ended(x);
+	return ENG->txn_commit(e, x);
+}
+
+static void wabort(kv_env *e, kv_etxn *x)
+{
+	ended(x);
+	ENG->txn_abort(e, x);
+}
+
+static void commit_ok(kv_env *e, kv_etxn *x)
+{
+	assert_int_equal(wcommit(e, x), 0);
+}
+
+/* The cursor's key is want (NULL: KV_ENOTFOUND). */
+static void cur_is(kv_env *e, kv_ecur *c, enum kv_cop op, kv_val *seek, const kv_val *want)
+{
+	kv_val k = seek ? *seek : (kv_val){0, NULL}, v;
+	int rc = ENG->cur_get(e, c, &k, &v, op);
+
+	if (!want) {
+		assert_int_equal(rc, KV_ENOTFOUND);
+		return;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.size, want->size);
+	assert_memory_equal(k.data, want->data, k.size);
+}
+
+/* --------------------------------------------------------------- model -- */
+
+struct ment {
+	unsigned char k[8];
+	size_t kn;
+	unsigned char *v;
+	size_t vn;
+};
+
+struct model {
+	struct ment *a;
+	size_t n, cap;
+};
+
+static int kcmp(const void *a, size_t an, const void *b, size_t bn)
+{
+	size_t n = an < bn ? an : bn;
+	int d = n ? memcmp(a, b, n) : 0;
+
+	return d ? d : (an > bn) - (an < bn);
+}
+
+/* The first entry at or after k (exact: whether it is k). */
+static size_t m_seek(const struct model *m, const void *k, size_t kn, int *exact)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (kcmp(m->a[mid].k, m->a[mid].kn, k, kn) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*exact = lo < m->n && !kcmp(m->a[lo].k, m->a[lo].kn, k, kn);
+	return lo;
+}
+
+static void m_put(struct model *m, const void *k, size_t kn, const void *v, size_t vn)
+{
+	int exact;
+	size_t i = m_seek(m, k, kn, &exact);
+
+	if (!exact) {
+		if (m->n == m->cap) {
+			m->cap = m->cap ? 2 * m->cap : 64;
+			m->a = realloc(m->a, m->cap * sizeof(*m->a));
+			assert_non_null(m->a);
+		}
+		memmove(m->a + i + 1, m->a + i, (m->n - i) * sizeof(*m->a));
+		m->n++;
+		m->a[i] = (struct ment){.kn = kn};
+		memcpy(m->a[i].k, k, kn);
+	} else {
+		free(m->a[i].v);
+	}
+	m->a[i].v = malloc(vn ? vn : 1);
+	assert_non_null(m->a[i].v);
+	if (vn)
+		memcpy(m->a[i].v, v, vn);
+	m->a[i].vn = vn;
+}
+
+static int m_del(struct model *m, const void *k, size_t kn)
+{
+	int exact;
+	size_t i = m_seek(m, k, kn, &exact);
+
+	if (!exact)
+		return 0;
+	free(m->a[i].v);
+	memmove(m->a + i, m->a + i + 1, (m->n - i - 1) * sizeof(*m->a));
+	m->n--;
+	return 1;
+}
+
+static void m_free(struct model *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->a[i].v);
+	free(m->a);
+	*m = (struct model){0};
+}
+
+static void m_copy(struct model *dst, const struct model *src)
+{
+	m_free(dst);
+	for (size_t i = 0; i < src->n; i++)
+		m_put(dst, src->a[i].k, src->a[i].kn, src->a[i].v, src->a[i].vn);
+}
+
+static void ent_is(const struct ment *m, const kv_val *k, const kv_val *v)
+{
+	assert_int_equal(k->size, m->kn);
+	assert_memory_equal(k->data, m->k, m->kn);
+	assert_int_equal(v->size, m->vn);
+	if (v->size)
+		assert_memory_equal(v->data, m->v, v->size);
+}
+
+/* Walk db both ways in x: exactly m's entries, in order. */
+static void walk_is(kv_env *e, kv_etxn *x, enum kv_db db, const struct model *m)
+{
+	kv_ecur *c;
+	kv_val k, v;
+	size_t i;
+
+	assert_int_equal(ENG->cur_open(e, x, db, &c), 0);
+	for (i = 0; i < m->n; i++) {
+		assert_int_equal(ENG->cur_get(e, c, &k, &v, i ? KV_NEXT : KV_FIRST), 0);
+		ent_is(&m->a[i], &k, &v);
+		if (i % 97 == 96)
+			ENG->cur_forget(e, c); /* a whole-map walk's habit */
+	}
+	assert_int_equal(ENG->cur_get(e, c, &k, &v, m->n ? KV_NEXT : KV_FIRST), KV_ENOTFOUND);
+	for (i = m->n; i-- > 0;) {
+		assert_int_equal(ENG->cur_get(e, c, &k, &v, i == m->n - 1 ? KV_LAST : KV_PREV), 0);
+		ent_is(&m->a[i], &k, &v);
+	}
+	assert_int_equal(ENG->cur_get(e, c, &k, &v, m->n ? KV_PREV : KV_LAST), KV_ENOTFOUND);
+	ENG->cur_close(e, c);
+}
+
+/* ---------------------------------------------------- random sequences -- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return rng_state = x;
+}
+
+static unsigned rndn(unsigned n)
+{
+	return (unsigned)(rnd() % n);
+}
+
+/* 1 to 4 bytes from a few that test the order: 0x00 sorts first, 0x80 and
+ * 0xff after 0x7f (unsigned), and short keys are prefixes of longer. */
+static size_t rnd_key(unsigned char *k)
+{
+	static const unsigned char alpha[] = {0x00, 0x01, 0x61, 0x7f, 0x80, 0xff};
+	size_t n = 1 + rndn(3);
+
+	for (size_t i = 0; i < n; i++)
+		k[i] = alpha[rndn(sizeof(alpha))];
+	return n;
+}
+
+static size_t rnd_val(unsigned char *v)
+{
+	unsigned r = rndn(40);
+	size_t n = r < 6 ? 0 : r == 6 ? 65536 : 1 + rndn(300);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (unsigned char)rnd();
+	return n;
+}
+
+/* A value handed out, to check it stays as it was (contract 5). */
+struct rec {
+	int depth;
+	enum kv_db db;
+	unsigned char k[8];
+	size_t kn;
+	const void *p;
+	size_t n;
+	unsigned char *copy;
+};
+
+struct run {
+	kv_env *e;
+	kv_etxn *x[4];
+	struct model m[4][2]; /* per level, per map */
+	int depth;
+	struct rcur {         /* per level: one cursor kept positioned */
+		kv_ecur *c;
+		int db;
+		int pos;          /* 0: not positioned; 1: on k; 2: its place unspecified */
+		int gone;         /* k deleted since (its NEXT is the key after) */
+		int touched;      /* k written by a child level */
+		unsigned char k[8];
+		size_t kn;
+	} cur[4];
+	struct rec recs[512];
+	int nrecs;
+	unsigned char *vbuf;
+};
+
+static const enum kv_db run_db[2] = {KV_DB_INODE, KV_DB_DATA};
+
+static void rec_add(struct run *r, enum kv_db db, const kv_val *k, const kv_val *v)
+{
+	struct rec *q;
+
+	if (r->nrecs == (int)(sizeof(r->recs) / sizeof(r->recs[0])) || v->size > 4096)
+		return;
+	q = &r->recs[r->nrecs++];
+	*q = (struct rec){.depth = r->depth, .db = db, .kn = k->size, .p = v->data, .n = v->size};
+	memcpy(q->k, k->data, k->size);
+	q->copy = malloc(v->size + 1);
+	memcpy(q->copy, v->data, v->size);
+}
+
+/* Drop the records of a level that ended, or of a key written (k). */
+static void rec_drop(struct run *r, int above, enum kv_db db, const void *k, size_t kn)
+{
+	int j = 0;
+
+	for (int i = 0; i < r->nrecs; i++) {
+		struct rec *q = &r->recs[i];
+
+		if (q->depth > above || (k && q->db == db && !kcmp(q->k, q->kn, k, kn)))
+			free(q->copy);
+		else
+			r->recs[j++] = *q;
+	}
+	r->nrecs = j;
+}
+
+static void rec_check(struct run *r)
+{
+	for (int i = 0; i < r->nrecs; i++)
+		assert_memory_equal(r->recs[i].p, r->recs[i].copy, r->recs[i].n);
+}
+
+/* A write of key k of map i at the current level: the values handed out
+ * for k go (all of them, where values_stay is 0), and the cursors on k
+ * know. Where the contract does not say where a cursor stands (its
+ * deleted key put again; its key written by a child that committed), it
+ * is only positioned again. */
+static void wrote(struct run *r, int i, const unsigned char *k, size_t kn, int del)
+{
+	if (the->values_stay)
+		rec_drop(r, 4, run_db[i], k, kn);
+	else
+		rec_drop(r, -1, 0, NULL, 0);
+	for (int d = 0; d <= r->depth; d++) {
+		struct rcur *c = &r->cur[d];
+
+		if (!c->c || c->pos != 1 || c->db != i || kcmp(c->k, c->kn, k, kn))
+			continue;
+		if (d < r->depth)
+			c->touched = 1;
+		else if (del)
+			c->gone = 1;
+		else if (c->gone)
+			c->pos = 2;
+	}
+}
+
+static void step_put(struct run *r, int i, unsigned flags)
+{
+	struct model *m = &r->m[r->depth][i];
+	unsigned char k[8];
+	kv_val kv = {rnd_key(k), k}, v = {rnd_val(r->vbuf), r->vbuf};
+	int exact, rc;
+	size_t at = m_seek(m, k, kv.size, &exact);
+
+	rc = ENG->put(r->e, r->x[r->depth], run_db[i], &kv, &v, flags);
+	if ((flags & KV_PUT_NOOVERWRITE) && exact) {
+		assert_int_equal(rc, KV_EKEYEXIST);
+		ent_is(&m->a[at], &kv, &v); /* the value there, in v */
+		return;
+	}
+	assert_int_equal(rc, 0);
+	if (flags & KV_PUT_RESERVE) { /* the caller writes the bytes now */
+		for (size_t j = 0; j < v.size; j++)
+			((unsigned char *)v.data)[j] = (unsigned char)rnd();
+	}
+	wrote(r, i, k, kv.size, 0);
+	m_put(m, k, kv.size, v.data, v.size);
+}
+
+static void step_del_get(struct run *r, int i, int del)
+{
+	struct model *m = &r->m[r->depth][i];
+	unsigned char k[8];
+	kv_val kv = {rnd_key(k), k}, v;
+	int exact, rc;
+	size_t at = m_seek(m, k, kv.size, &exact);
+
+	if (del) {
+		rc = ENG->del(r->e, r->x[r->depth], run_db[i], &kv);
+		assert_int_equal(rc, exact ? 0 : KV_ENOTFOUND);
+		wrote(r, i, k, kv.size, 1);
+		m_del(m, k, kv.size);
+		return;
+	}
+	rc = ENG->get(r->e, r->x[r->depth], run_db[i], &kv, &v);
+	assert_int_equal(rc, exact ? 0 : KV_ENOTFOUND);
+	if (exact) {
+		ent_is(&m->a[at], &kv, &v);
+		rec_add(r, run_db[i], &kv, &v);
+	}
+}
+
+/* The level's cursor: a move checked against the model. */
+static void step_cursor(struct run *r)
+{
+	struct rcur *c = &r->cur[r->depth];
+	kv_env *e = r->e;
+	struct model *m;
+	unsigned char sk[8];
+	kv_val k = {rnd_key(sk), sk}, v, seek = k;
+	int exact, op = (int)rndn(8), rc;
+	size_t at = 0;
+	long want;
+
+	if (!c->c) {
+		c->db = (int)rndn(2);
+		assert_int_equal(ENG->cur_open(e, r->x[r->depth], run_db[c->db], &c->c), 0);
+		c->pos = 0;
+	}
+	m = &r->m[r->depth][c->db];
+	if (c->pos == 2 && (op == 1 || op == 2 || op >= 6))
+		return; /* position it first */
+	if (c->pos)
+		at = m_seek(m, c->k, c->kn, &exact);
+	switch (op) {
+	case 0: /* FIRST, or NEXT unpositioned */
+	case 1:
+		rc = ENG->cur_get(e, c->c, &k, &v, op ? KV_NEXT : KV_FIRST);
+		want = (op == 0 || !c->pos) ? 0 : (long)(exact ? at + 1 : at);
+		if (op == 1 && c->pos && !exact)
+			assert_true(c->gone); /* its key went: the next is the one after */
+		break;
+	case 2: /* PREV, while its key is there */
+		if (!c->pos || c->gone)
+			return;
+		rc = ENG->cur_get(e, c->c, &k, &v, KV_PREV);
+		want = (long)at - 1;
+		break;
+	case 3:
+		rc = ENG->cur_get(e, c->c, &k, &v, KV_LAST);
+		want = (long)m->n - 1;
+		break;
+	case 4: /* SET_RANGE */
+		rc = ENG->cur_get(e, c->c, &k, &v, KV_SET_RANGE);
+		want = (long)m_seek(m, seek.data, seek.size, &exact);
+		break;
+	case 5: /* SET_KEY */
+		rc = ENG->cur_get(e, c->c, &k, &v, KV_SET_KEY);
+		at = m_seek(m, seek.data, seek.size, &exact);
+		want = exact ? (long)at : -1;
+		break;
+	case 6: /* GET_CURRENT: a value overwritten since shows */
+		if (!c->pos || c->gone)
+			return;
+		rc = ENG->cur_get(e, c->c, &k, &v, KV_GET_CURRENT);
+		want = (long)at;
+		break;
+	default: /* cur_del */
+		if (!c->pos || c->gone)
+			return;
+		assert_int_equal(ENG->cur_del(e, c->c), 0);
+		wrote(r, c->db, c->k, c->kn, 1);
+		m_del(m, c->k, c->kn);
+		return;
+	}
+	if (want < 0 || want >= (long)m->n) {
+		assert_int_equal(rc, KV_ENOTFOUND);
+		/* A failed seek may leave it anywhere (LMDB: where the key
+		 * would be); past an end, contract 6 says unpositioned, but
+		 * LMDB stays on the end key (cursor_moves checks the words):
+		 * here it is only positioned again. */
+		c->pos = 2;
+		return;
+	}
+	assert_int_equal(rc, 0);
+	ent_is(&m->a[want], &k, &v);
+	rec_add(r, run_db[c->db], &k, &v);
+	c->pos = 1;
+	c->gone = 0;
+	c->kn = k.size;
+	memcpy(c->k, k.data, k.size);
+}
+
+static void level_close_cursor(struct run *r, int d)
+{
+	if (r->cur[d].c)
+		ENG->cur_close(r->e, r->cur[d].c);
+	r->cur[d] = (struct rcur){0};
+}
+
+static void step_child(struct run *r, int begin)
+{
+	int d = r->depth;
+
+	if (begin) {
+		if (d == 3)
+			return;
+		r->x[d + 1] = wbegin(r->e, r->x[d]);
+		for (int i = 0; i < 2; i++)
+			m_copy(&r->m[d + 1][i], &r->m[d][i]);
+		r->depth++;
+		return;
+	}
+	if (!d)
+		return;
+	level_close_cursor(r, d);
+	rec_check(r);
+	if (rndn(3)) {
+		commit_ok(r->e, r->x[d]);
+		for (int i = 0; i < 2; i++)
+			m_copy(&r->m[d - 1][i], &r->m[d][i]);
+		if (r->cur[d - 1].touched)
+			r->cur[d - 1].pos = 2;
+	} else {
+		wabort(r->e, r->x[d]);
+	}
+	r->cur[d - 1].touched = 0;
+	for (int i = 0; i < 2; i++)
+		m_free(&r->m[d][i]);
+	r->depth--;
+	rec_drop(r, r->depth, 0, NULL, 0);
+}
+
+static void step(struct run *r)
+{
+	unsigned op = rndn(100), i = rndn(2);
+	uint64_t n;
+
+	if (op < 25)
+		step_put(r, (int)i, 0);
+	else if (op < 31)
+		step_put(r, (int)i, KV_PUT_NOOVERWRITE);
+	else if (op < 37)
+		step_put(r, (int)i, KV_PUT_RESERVE);
+	else if (op < 48)
+		step_del_get(r, (int)i, 1);
+	else if (op < 60)
+		step_del_get(r, (int)i, 0);
+	else if (op < 65)
+		step_child(r, 1);
+	else if (op < 70)
+		step_child(r, 0);
+	else if (op < 92)
+		step_cursor(r);
+	else if (op < 95) {
+		assert_int_equal(ENG->count(r->e, r->x[r->depth], run_db[i], &n), 0);
+		assert_int_equal(n, r->m[r->depth][i].n);
+	} else if (op < 97) {
+		walk_is(r->e, r->x[r->depth], run_db[i], &r->m[r->depth][i]);
+	} else if (r->cur[r->depth].c) {
+		ENG->cur_forget(r->e, r->cur[r->depth].c);
+		rec_drop(r, r->depth - 1, 0, NULL, 0); /* its values may go */
+	}
+}
+
+static void random_sequences(void **state)
+{
+	struct fix *f = *state;
+	const char *s = getenv("KVFS_TEST_SEED");
+	struct model committed[2] = {{0}};
+	struct run r = {.e = f->e};
+	kv_etxn *rx;
+
+	rng_state = s ? strtoull(s, NULL, 0) : 0x5eed5eed;
+	print_message("seed %#llx\n", (unsigned long long)rng_state);
+	r.vbuf = malloc(65536);
+	assert_non_null(r.vbuf);
+	for (int round = 0; round < 40; round++) {
+		int abort_top = rndn(8) == 0;
+
+		r.x[0] = wbegin(f->e, NULL);
+		for (int i = 0; i < 2; i++)
+			m_copy(&r.m[0][i], &committed[i]);
+		for (int n = 0; n < 40; n++)
+			step(&r);
+		while (r.depth)
+			step_child(&r, 0);
+		level_close_cursor(&r, 0);
+		rec_check(&r);
+		rec_drop(&r, -1, 0, NULL, 0);
+		if (abort_top) {
+			wabort(f->e, r.x[0]);
+		} else {
+			commit_ok(f->e, r.x[0]);
+			for (int i = 0; i < 2; i++)
+				m_copy(&committed[i], &r.m[0][i]);
+		}
+		for (int i = 0; i < 2; i++)
+			m_free(&r.m[0][i]);
+		rx = NULL;
+		assert_int_equal(ENG->read_begin(f->e, &rx), 0);
+		for (int i = 0; i < 2; i++)
+			walk_is(f->e, rx, run_db[i], &committed[i]);
+		ENG->read_free(f->e, rx);
+	}
+	for (int i = 0; i < 2; i++)
+		m_free(&committed[i]);
+	free(r.vbuf);
+}
+
+/* ------------------------------------------------------------- cursors -- */
+
+/* Keys that are prefixes of others, and bytes past 0x7f. */
+static const kv_val ckeys[] = {K("\x01"), K("\x01\x00"), K("\x01\x00\x00"), K("\x01\x01"),
+			       K("\x02"), K("\x80"), K("\xff"), K("\xff\xff")};
+#define NCKEYS (sizeof(ckeys) / sizeof(ckeys[0]))
+
+static void put_ckeys(kv_env *e)
+{
+	kv_etxn *x = wbegin(e, NULL);
+
+	for (size_t i = 0; i < NCKEYS; i++)
+		put_ok(e, x, KV_DB_DIRENT, ckeys[i], i % 2 ? K("") : K("value"));
+	commit_ok(e, x);
+}
+
+/* Both ways, turning back, seeking, past either end. */
+static void cursor_moves(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_val seek;
+	kv_etxn *x;
+	kv_ecur *c;
+
+	put_ckeys(e);
+	x = wbegin(e, NULL);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[0]); /* NEXT unpositioned: FIRST */
+	for (size_t i = 1; i < NCKEYS; i++)
+		cur_is(e, c, KV_NEXT, NULL, &ckeys[i]);
+	cur_is(e, c, KV_NEXT, NULL, NULL);
+	if (the->ends_unposition) {
+		cur_is(e, c, KV_NEXT, NULL, &ckeys[0]); /* unpositioned again: FIRST */
+		cur_is(e, c, KV_NEXT, NULL, &ckeys[1]);
+	} else {
+		cur_is(e, c, KV_FIRST, NULL, &ckeys[0]);
+		cur_is(e, c, KV_NEXT, NULL, &ckeys[1]);
+	}
+	cur_is(e, c, KV_PREV, NULL, &ckeys[0]); /* turning back */
+	cur_is(e, c, KV_PREV, NULL, NULL);
+	cur_is(e, c, KV_LAST, NULL, &ckeys[NCKEYS - 1]);
+	for (size_t i = NCKEYS - 1; i-- > 0;)
+		cur_is(e, c, KV_PREV, NULL, &ckeys[i]);
+	cur_is(e, c, KV_PREV, NULL, NULL);
+	cur_is(e, c, KV_LAST, NULL, &ckeys[NCKEYS - 1]);
+	cur_is(e, c, KV_PREV, NULL, &ckeys[NCKEYS - 2]);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[NCKEYS - 1]);
+	cur_is(e, c, KV_NEXT, NULL, NULL);
+
+	seek = K("\x01\x00");
+	cur_is(e, c, KV_SET_KEY, &seek, &ckeys[1]);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[2]);
+	seek = K("\x01\x00\x00\x00");
+	cur_is(e, c, KV_SET_KEY, &seek, NULL);
+	cur_is(e, c, KV_SET_RANGE, &seek, &ckeys[3]); /* a longer key sorts after its prefix */
+	cur_is(e, c, KV_PREV, NULL, &ckeys[2]);
+	seek = K("\x7f\xff");
+	cur_is(e, c, KV_SET_RANGE, &seek, &ckeys[5]);
+	seek = K("\xff\xff\x00");
+	cur_is(e, c, KV_SET_RANGE, &seek, NULL);
+	seek = K("\x00");
+	cur_is(e, c, KV_SET_RANGE, &seek, &ckeys[0]);
+	ENG->cur_close(e, c);
+	wabort(e, x);
+}
+
+/* A cursor sees its txn's writes made after it was positioned (contract
+ * 6), ahead of it and behind, in the txn and in its children. */
+static void cursor_sees_writes(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x, *child;
+	kv_ecur *c;
+	kv_val k, v;
+
+	put_ckeys(e);
+	x = wbegin(e, NULL);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
+	cur_is(e, c, KV_FIRST, NULL, &ckeys[0]);
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x80"), K("new")); /* just ahead */
+	put_ok(e, x, KV_DB_DIRENT, K("\xff\xff\xff"), K("last"));   /* past the end */
+	k = K("\x01\x01");
+	assert_int_equal(ENG->del(e, x, KV_DB_DIRENT, &k), 0);      /* one ahead goes */
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[1]);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[2]);
+	k = K("\x01\x00\x00\x80");
+	cur_is(e, c, KV_NEXT, NULL, &k);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[4]);
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x90"), K("behind"));
+	k = K("\x01\x00\x00\x90");
+	cur_is(e, c, KV_PREV, NULL, &k);
+	/* the current value overwritten: GET_CURRENT shows the new one */
+	put_ok(e, x, KV_DB_DIRENT, k, K("again"));
+	assert_int_equal(ENG->cur_get(e, c, &k, &v, KV_GET_CURRENT), 0);
+	assert_int_equal(v.size, 5);
+	assert_memory_equal(v.data, "again", 5);
+	/* a child's writes: gone with its abort, kept by its commit */
+	child = wbegin(e, x);
+	put_ok(e, child, KV_DB_DIRENT, K("\x01\x00\x00\x95"), K("child"));
+	wabort(e, child);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[4]);
+	child = wbegin(e, x);
+	put_ok(e, child, KV_DB_DIRENT, K("\x02\x00"), K("child"));
+	commit_ok(e, child);
+	k = K("\x02\x00");
+	cur_is(e, c, KV_NEXT, NULL, &k);
+	/* near either end, all rows there read: a key put past the end, or
+	 * before the first, shows too */
+	k = K("\xff\xff");
+	cur_is(e, c, KV_SET_RANGE, &k, &k);
+	put_ok(e, x, KV_DB_DIRENT, K("\xff\xff\xff\xff"), K("end"));
+	cur_is(e, c, KV_NEXT, NULL, &K("\xff\xff\xff"));
+	cur_is(e, c, KV_NEXT, NULL, &K("\xff\xff\xff\xff"));
+	cur_is(e, c, KV_NEXT, NULL, NULL);
+	cur_is(e, c, KV_LAST, NULL, &K("\xff\xff\xff\xff"));
+	for (int i = 0; i < 11; i++) /* to the first of 12, reading rows backwards */
+		assert_int_equal(ENG->cur_get(e, c, &k, &v, KV_PREV), 0);
+	cur_is(e, c, KV_PREV, NULL, NULL);
+	k = ckeys[2];
+	cur_is(e, c, KV_SET_KEY, &k, &ckeys[2]);
+	cur_is(e, c, KV_PREV, NULL, &ckeys[1]); /* the rows back to the first read */
+	put_ok(e, x, KV_DB_DIRENT, K("\x00\x01"), K("start"));
+	cur_is(e, c, KV_PREV, NULL, &ckeys[0]);
+	cur_is(e, c, KV_PREV, NULL, &K("\x00\x01"));
+	cur_is(e, c, KV_PREV, NULL, NULL);
+	cur_is(e, c, KV_FIRST, NULL, &K("\x00\x01"));
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[0]);
+	cur_is(e, c, KV_PREV, NULL, &K("\x00\x01"));
+	put_ok(e, x, KV_DB_DIRENT, K("\x00"), K("start"));
+	cur_is(e, c, KV_PREV, NULL, &K("\x00"));
+	ENG->cur_close(e, c);
+	commit_ok(e, x);
+}
+
+/* After cur_del, NEXT gives the key after the one deleted, also at the
+ * end; deleting a whole map as a walk. */
+static void cursor_del(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x;
+	kv_ecur *c;
+	kv_val k, v;
+	uint64_t n;
+
+	put_ckeys(e);
+	x = wbegin(e, NULL);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
+	k = ckeys[1];
+	cur_is(e, c, KV_SET_KEY, &k, &ckeys[1]);
+	assert_int_equal(ENG->cur_del(e, c), 0);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[2]);
+	assert_int_equal(ENG->cur_del(e, c), 0);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[3]);
+	cur_is(e, c, KV_PREV, NULL, &ckeys[0]);
+	cur_is(e, c, KV_LAST, NULL, &ckeys[NCKEYS - 1]);
+	assert_int_equal(ENG->cur_del(e, c), 0);
+	cur_is(e, c, KV_NEXT, NULL, NULL);
+	k = ckeys[1];
+	assert_int_equal(ENG->get(e, x, KV_DB_DIRENT, &k, &v), KV_ENOTFOUND);
+	assert_int_equal(ENG->count(e, x, KV_DB_DIRENT, &n), 0);
+	assert_int_equal(n, NCKEYS - 3);
+	/* a walk that deletes all */
+	for (int rc = ENG->cur_get(e, c, &k, &v, KV_FIRST); rc == 0;
+	     rc = ENG->cur_get(e, c, &k, &v, KV_NEXT))
+		assert_int_equal(ENG->cur_del(e, c), 0);
+	assert_int_equal(ENG->count(e, x, KV_DB_DIRENT, &n), 0);
+	assert_int_equal(n, 0);
+	cur_is(e, c, KV_FIRST, NULL, NULL);
+	ENG->cur_close(e, c);
+	commit_ok(e, x);
+}
+
+/* A walk over many keys, with values kept while it goes on: every value
+ * handed out stays as it was until cur_forget (contract 5). */
+static void cursor_long_walk(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	struct model m = {0};
+	kv_val k, v, first_v;
+	unsigned char key[8], first[64];
+	kv_etxn *x;
+	kv_ecur *c;
+
+	x = wbegin(e, NULL);
+	for (unsigned i = 0; i < 3000; i++) {
+		char val[32];
+		int n = snprintf(val, sizeof(val), "value %u", i);
+
+		kv_put_be64(key, (uint64_t)i * 7919 % 3001);
+		put_ok(e, x, KV_DB_INODE, (kv_val){8, key}, (kv_val){(size_t)n, val});
+		m_put(&m, key, 8, val, (size_t)n);
+	}
+	commit_ok(e, x);
+	x = NULL;
+	assert_int_equal(ENG->read_begin(e, &x), 0);
+	walk_is(e, x, KV_DB_INODE, &m);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_INODE, &c), 0);
+	assert_int_equal(ENG->cur_get(e, c, &k, &first_v, KV_FIRST), 0);
+	memcpy(first, first_v.data, first_v.size);
+	for (size_t i = 1; i < m.n; i++) {
+		assert_int_equal(ENG->cur_get(e, c, &k, &v, KV_NEXT), 0);
+		ent_is(&m.a[i], &k, &v);
+	}
+	assert_memory_equal(first_v.data, first, first_v.size);
+	ENG->cur_close(e, c);
+	assert_memory_equal(first_v.data, first, first_v.size); /* to the txn's end */
+	ENG->read_free(e, x);
+	m_free(&m);
+}
+
+/* A read transaction's cursor kept while it is reset, renewed. */
+static void cursor_renew(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *rx = NULL, *x;
+	kv_ecur *c;
+
+	put_ckeys(e);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	assert_int_equal(ENG->cur_open(e, rx, KV_DB_DIRENT, &c), 0);
+	cur_is(e, c, KV_LAST, NULL, &ckeys[NCKEYS - 1]);
+	ENG->read_end(e, rx);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_DIRENT, K("\xff\xff\xff"), K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	assert_int_equal(ENG->cur_renew(e, rx, c), 0);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[0]); /* not positioned after renew */
+	{
+		kv_val last = K("\xff\xff\xff");
+
+		cur_is(e, c, KV_LAST, NULL, &last);
+	}
+	ENG->cur_close(e, c);
+	ENG->read_free(e, rx);
+}
+
+/* ---------------------------------------------------- puts and reads -- */
+
+/* NOOVERWRITE and RESERVE; empty and 64 KiB values; a reserved value
+ * written by the caller after put reaches the store before the next call
+ * (contract 7), whichever call that is. */
+static void put_flags(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	unsigned char *big = malloc(65536);
+	kv_val k, v;
+	kv_etxn *x, *child;
+
+	assert_non_null(big);
+	for (int i = 0; i < 65536; i++)
+		big[i] = (unsigned char)(i * 31 + 7);
+	x = wbegin(e, NULL);
+	k = K("a");
+	v = K("first");
+	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), 0);
+	v = K("second");
+	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), KV_EKEYEXIST);
+	assert_int_equal(v.size, 5);
+	assert_memory_equal(v.data, "first", 5);
+	get_is(e, x, KV_DB_XATTR, k, "first");
+	put_ok(e, x, KV_DB_XATTR, K("empty"), (kv_val){0, NULL});
+	get_is(e, x, KV_DB_XATTR, K("empty"), "");
+
+	/* reserve, then get */
+	k = K("r1");
+	v = (kv_val){65536, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_DATA, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, big, 65536);
+	assert_int_equal(ENG->get(e, x, KV_DB_DATA, &k, &v), 0);
+	assert_int_equal(v.size, 65536);
+	assert_memory_equal(v.data, big, 65536);
+	/* reserve, then a child begins (the parent's put) and aborts */
+	k = K("r2");
+	v = (kv_val){3, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_DATA, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, "two", 3);
+	child = wbegin(e, x);
+	k = K("r3");
+	v = (kv_val){5, NULL};
+	assert_int_equal(ENG->put(e, child, KV_DB_DATA, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, "three", 5);
+	wabort(e, child);
+	get_is(e, x, KV_DB_DATA, K("r3"), NULL);
+	/* reserve of nothing; reserve, then commit */
+	k = K("r4");
+	v = (kv_val){0, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_DATA, &k, &v, KV_PUT_RESERVE), 0);
+	k = K("r5");
+	v = (kv_val){4, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_DATA, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, "five", 4);
+	commit_ok(e, x);
+
+	x = NULL;
+	assert_int_equal(ENG->read_begin(e, &x), 0);
+	get_is(e, x, KV_DB_DATA, K("r2"), "two");
+	get_is(e, x, KV_DB_DATA, K("r3"), NULL);
+	get_is(e, x, KV_DB_DATA, K("r4"), "");
+	get_is(e, x, KV_DB_DATA, K("r5"), "five");
+	get_is(e, x, KV_DB_XATTR, K("a"), "first");
+	get_is(e, x, KV_DB_INODE, K("a"), NULL); /* maps are apart */
+	k = K("r1");
+	assert_int_equal(ENG->get(e, x, KV_DB_DATA, &k, &v), 0);
+	assert_int_equal(v.size, 65536);
+	assert_memory_equal(v.data, big, 65536);
+	ENG->read_free(e, x);
+	free(big);
+}
+
+/* A read transaction sees the state as of one commit from its first read
+ * to its end (contract 3); read-only txn_begin too. */
+static void read_snapshots(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *rx = NULL, *ro, *x;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("one"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	assert_int_equal(ENG->txn_begin(e, NULL, KV_TXN_RDONLY, &ro), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "one");
+	get_is(e, ro, KV_DB_INODE, K("k"), "one");
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("two"));
+	put_ok(e, x, KV_DB_INODE, K("k2"), K("two"));
+	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* not committed */
+	commit_ok(e, x);
+	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* committed after it began */
+	get_is(e, rx, KV_DB_INODE, K("k2"), NULL);
+	get_is(e, ro, KV_DB_INODE, K("k2"), NULL);
+	ENG->read_end(e, rx);
+	ENG->txn_abort(e, ro);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "two");
+	get_is(e, rx, KV_DB_INODE, K("k2"), "two");
+	ENG->read_end(e, rx);
+	/* a transaction aborted leaves nothing */
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k3"), K("three"));
+	wabort(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k3"), NULL);
+	ENG->read_free(e, rx);
+}
+
+/* Readers on threads of their own while the writer commits: a snapshot
+ * never shows one commit's two keys apart. */
+struct reader_arg {
+	kv_env *e;
+	int stop, reads;
+};
+
+static void *reader(void *p)
+{
+	struct reader_arg *a = p;
+	kv_etxn *rx = NULL;
+
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		kv_val k1 = K("a"), k2 = K("b"), v1, v2;
+
+		if (ENG->read_begin(a->e, &rx))
+			break;
+		if (ENG->get(a->e, rx, KV_DB_INODE, &k1, &v1) ||
+		    ENG->get(a->e, rx, KV_DB_INODE, &k2, &v2) || v1.size != v2.size ||
+		    memcmp(v1.data, v2.data, v1.size))
+			break;
+		ENG->read_end(a->e, rx);
+		a->reads++;
+	}
+	ENG->read_free(a->e, rx);
+	return NULL;
+}
+
+static void read_threads(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	struct reader_arg a[3];
+	pthread_t t[3];
+	kv_etxn *x;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("a"), K("0"));
+	put_ok(e, x, KV_DB_INODE, K("b"), K("0"));
+	commit_ok(e, x);
+	for (int i = 0; i < 3; i++) {
+		a[i] = (struct reader_arg){.e = e};
+		assert_int_equal(pthread_create(&t[i], NULL, reader, &a[i]), 0);
+	}
+	for (int n = 1; n <= 200; n++) {
+		char v[16];
+		kv_val val = {(size_t)snprintf(v, sizeof(v), "%d", n), v};
+
+		x = wbegin(e, NULL);
+		put_ok(e, x, KV_DB_INODE, K("a"), val);
+		put_ok(e, x, KV_DB_INODE, K("b"), val);
+		commit_ok(e, x);
+	}
+	for (int i = 0; i < 3; i++) {
+		__atomic_store_n(&a[i].stop, 1, __ATOMIC_RELEASE);
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	}
+	for (int i = 0; i < 3; i++) /* each ran until stopped, never saw a torn pair */
+		assert_true(a[i].reads > 0 && a[i].stop == 1);
+	for (int i = 0; i < 3; i++)
+		print_message("reader %d: %d snapshots\n", i, a[i].reads);
+}
+
+/* ------------------------------------------------------- env and errors -- */
+
+/* create's init: a record, then success or a failure. */
+static int init_record(kv_env *e, kv_etxn *x, void *arg)
+{
+	kv_val k = K("init"), v = K("I");
+	int rc = ENG->put(e, x, KV_DB_META, &k, &v, 0);
+
+	if (rc)
+		return -EIO;
+	return arg ? -ENOSPC : 0;
+}
+
+/* create refuses a store that is there, makes one with init's records or
+ * nothing; open refuses a place that holds none; a store reopened holds
+ * what was committed; read-only opens take no write transaction. */
+static void create_open(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e, *e2;
+	char err[512] = "", empty[512];
+	kv_etxn *x;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_META, K("super"), K("S"));
+	commit_ok(e, x);
+	e2 = env_new(f->where, 0, KV_DURABLE_NORMAL);
+	assert_int_equal(ENG->create(e2, 0, no_init, NULL, err, sizeof(err)), -EEXIST);
+	if (ENG == &kv_engine_pg)
+		assert_non_null(strstr(err, "already holds"));
+	assert_null(e2->eng_priv);
+	env_free(e2);
+
+	ENG->close(e);
+	e->eng_priv = NULL;
+	e->readonly = 1;
+	assert_int_equal(ENG->open(e, err, sizeof(err)), 0);
+	assert_true(e->page_size >= 512);
+	assert_int_equal(ENG->txn_begin(e, NULL, 0, &x), EACCES);
+	assert_int_equal(ENG->txn_begin(e, NULL, KV_TXN_RDONLY, &x), 0);
+	get_is(e, x, KV_DB_META, K("super"), "S");
+	wabort(e, x);
+
+	assert_int_equal(the->where("empty_place", empty, sizeof(empty)), 0);
+	e2 = env_new(empty, 0, KV_DURABLE_NORMAL);
+	err[0] = 0;
+	if (ENG == &kv_engine_pg) {
+		assert_int_equal(ENG->open(e2, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "holds no kvfs filesystem"));
+	} else {
+		assert_true(ENG->open(e2, err, sizeof(err)) < 0);
+	}
+	assert_null(e2->eng_priv);
+	/* an init that fails makes nothing: no store, or the one there stays */
+	assert_true(ENG->create(e2, 0, init_record, "fail", err, sizeof(err)) < 0);
+	assert_true(ENG->open(e2, err, sizeof(err)) < 0);
+	env_free(e2);
+	/* with force, what was there may be gone (LMDB removes it first), but
+	 * nothing of the failed store is made */
+	e2 = env_new(f->where, 0, KV_DURABLE_NORMAL);
+	assert_true(ENG->create(e2, 1, init_record, "fail", err, sizeof(err)) < 0);
+	if (ENG->open(e2, err, sizeof(err)) == 0) {
+		x = NULL;
+		assert_int_equal(ENG->read_begin(e2, &x), 0);
+		get_is(e2, x, KV_DB_META, K("super"), "S");
+		get_is(e2, x, KV_DB_META, K("init"), NULL);
+		ENG->read_free(e2, x);
+		ENG->close(e2);
+	}
+	/* force replaces a store: init's records, nothing of the old */
+	e2->eng_priv = NULL;
+	e2->readonly = 0;
+	assert_int_equal(ENG->create(e2, 1, init_record, NULL, err, sizeof(err)), 0);
+	assert_null(e2->eng_priv); /* created closed */
+	assert_int_equal(ENG->open(e2, err, sizeof(err)), 0);
+	x = NULL;
+	assert_int_equal(ENG->read_begin(e2, &x), 0);
+	get_is(e2, x, KV_DB_META, K("super"), NULL);
+	get_is(e2, x, KV_DB_META, K("init"), "I");
+	ENG->read_free(e2, x);
+	env_free(e2);
+}
+
+/* usage, sync, backup, strerror. */
+static void env_calls(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	struct kv_usage u;
+	char err[256] = "";
+	kv_etxn *x = wbegin(e, NULL);
+	int rc;
+
+	put_ok(e, x, KV_DB_DATA, K("k"), K("v"));
+	commit_ok(e, x);
+	memset(&u, 0xff, sizeof(u));
+	assert_int_equal(ENG->usage(e, &u), 0);
+	assert_true(u.used_bytes > 0 && u.used_bytes < (1ULL << 40));
+	assert_int_equal(u.page_size, e->page_size);
+	assert_int_equal(ENG->sync(e), 0);
+	rc = ENG->backup(e, "/nonexistent/copy", err, sizeof(err));
+	if (!ENG->map) { /* a database's own tools make its copies */
+		assert_int_equal(rc, -EOPNOTSUPP);
+		assert_non_null(strstr(err, "pg_dump"));
+	}
+	assert_string_equal(ENG->strerror(EIO), strerror(EIO));
+	assert_true(strlen(ENG->strerror(KV_ENOTFOUND)) > 0);
+	assert_true(strcmp(ENG->strerror(KV_EKEYEXIST), ENG->strerror(KV_ENOTFOUND)));
+}
+
+/* With durability none, commits are durable after sync. */
+static void durability_none(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e;
+	char err[256];
+	kv_etxn *x;
+
+	ENG->close(f->e); /* one read-write open at a time */
+	f->e->eng_priv = NULL;
+	e = env_new(f->where, 0, KV_DURABLE_NONE);
+	assert_int_equal(ENG->open(e, err, sizeof(err)), 0);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->sync(e), 0);
+	env_free(e);
+}
+
+/* ------------------------------------------------------ PostgreSQL only -- */
+
+/* The server ends every connection (as a restart does): calls in flight
+ * fail with EIO, the next begin connects again and all works. */
+static void pg_lost_connection(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *rx = NULL, *x;
+	kv_val k = K("k"), v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, k, K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, k, "v");
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, k, "v");
+	the->kill();
+	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &k, &v), EIO);
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), EIO);
+	assert_int_equal(wcommit(e, x), EIO);
+	ENG->read_end(e, rx);
+	/* the next begin resets: first the lost one, then one idle meanwhile */
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, k, "v");
+	ENG->read_end(e, rx);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, k, K("w"));
+	commit_ok(e, x);
+	the->kill();
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, k, "w");
+	ENG->read_free(e, rx);
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, k, "w");
+	commit_ok(e, x);
+}
+
+/* A failed statement fails its level only: a child's is dropped with the
+ * child, the parent carries on. */
+static void pg_child_failure(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x, *child;
+	kv_val k, v, big;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("parent"), K("p"));
+	child = wbegin(e, x);
+	/* a key past the index's limit fails on the server (sent without
+	 * waiting: its commit reads the result) */
+	big.size = 8000;
+	big.data = malloc(big.size);
+	rng_state = 0x5eed;
+	for (size_t i = 0; i < big.size; i++) /* not to be compressed below the limit */
+		((unsigned char *)big.data)[i] = (unsigned char)rnd();
+	k = big;
+	assert_int_equal(ENG->put(e, child, KV_DB_INODE, &k, &K("v"), 0), 0);
+	assert_int_equal(wcommit(e, child), EIO);
+	get_is(e, x, KV_DB_INODE, K("parent"), "p");
+	child = wbegin(e, x);
+	k = big;
+	assert_int_equal(ENG->put(e, child, KV_DB_INODE, &k, &K("v"), 0), 0);
+	k = K("after");
+	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO);
+	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO); /* it takes abort only */
+	wabort(e, child);
+	put_ok(e, x, KV_DB_INODE, K("parent2"), K("q"));
+	commit_ok(e, x);
+	x = NULL;
+	assert_int_equal(ENG->read_begin(e, &x), 0);
+	get_is(e, x, KV_DB_INODE, K("parent"), "p");
+	get_is(e, x, KV_DB_INODE, K("parent2"), "q");
+	ENG->read_free(e, x);
+	free(big.data);
+}
+
+/* Signal the server processes of kvfs's connections. */
+static void pg_signal(int sig)
+{
+	PGconn *c = PQconnectdb(pg_url());
+	PGresult *r = PQexec(c, "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvfs'");
+
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_true(PQntuples(r) > 0);
+	for (int i = 0; i < PQntuples(r); i++)
+		assert_int_equal(kill((pid_t)atoi(PQgetvalue(r, i, 0)), sig), 0);
+	PQclear(r);
+	PQfinish(c);
+}
+
+static double seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A server that stops answering: a call fails with EIO after the
+ * statement timeout (here the URL's, 1 s) and 5 s more, never hangs; once
+ * it answers again, the next begin connects again. */
+static void pg_stopped_server(void **state)
+{
+	struct fix *f = *state;
+	char url[600], err[256];
+	kv_etxn *rx = NULL, *x;
+	kv_val k = K("k"), v;
+	kv_env *e;
+	double t;
+
+	snprintf(url, sizeof(url), "%s%%20-cstatement_timeout%%3D1000", f->where);
+	e = env_new(url, 0, KV_DURABLE_NORMAL);
+	assert_int_equal(ENG->open(e, err, sizeof(err)), 0);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, k, K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, k, "v");
+	ENG->read_end(e, rx);
+	pg_signal(SIGSTOP);
+	t = seconds();
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &k, &v), EIO);
+	t = seconds() - t;
+	pg_signal(SIGCONT);
+	print_message("failed after %.1f s\n", t);
+	assert_true(t > 5.5 && t < 8);
+	ENG->read_end(e, rx);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, k, "v");
+	ENG->read_free(e, rx);
+	env_free(e);
+}
+
+/* A server not there: a message with the URL, its password left out. */
+static void pg_messages(void **state)
+{
+	char err[512] = "";
+	kv_env *e;
+
+	(void)state;
+	e = env_new("postgresql://kvfs:secret@/postgres?host=/nonexistent&connect_timeout=1", 0,
+		    KV_DURABLE_NORMAL);
+	assert_int_equal(ENG->open(e, err, sizeof(err)), -EIO);
+	print_message("%s\n", err);
+	assert_non_null(strstr(err, "'postgresql://kvfs@/postgres?host=/nonexistent"));
+	assert_null(strstr(err, "secret"));
+	assert_null(strchr(err, '\n'));
+	env_free(e);
+	assert_ptr_equal(kv_engine_for("postgresql://h/db"), &kv_engine_pg);
+	assert_ptr_equal(kv_engine_for("postgres:///db?host=/tmp"), &kv_engine_pg);
+	assert_ptr_equal(kv_engine_for("/var/lib/kvfs/img"), &kv_engine_lmdb);
+}
+
+/* ---------------------------------------------------------------- main -- */
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest all[] = {
+		cmocka_unit_test_setup_teardown(random_sequences, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_moves, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_sees_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_del, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_long_walk, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_renew, setup, teardown),
+		cmocka_unit_test_setup_teardown(put_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_snapshots, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(create_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(env_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(durability_none, setup, teardown),
+	};
+	const struct CMUnitTest pg_only[] = {
+		cmocka_unit_test_setup_teardown(pg_lost_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(pg_child_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(pg_stopped_server, setup, teardown),
+		cmocka_unit_test(pg_messages),
+	};
+	int failed = 0, ran = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char probe[512];
+
+		if (argc > 1 && strcmp(argv[1], cases[i].name))
+			continue;
+		the = &cases[i];
+		if (the->where("probe", probe, sizeof(probe))) {
+			print_message("%s: skipped (no store to test on)\n", the->name);
+			continue;
+		}
+		ran++;
+		failed += _cmocka_run_group_tests(the->name, all, sizeof(all) / sizeof(all[0]),
+						  NULL, NULL);
+		if (the->eng == &kv_engine_pg)
+			failed += _cmocka_run_group_tests("postgresql_only", pg_only,
+							  sizeof(pg_only) / sizeof(pg_only[0]),
+							  NULL, NULL);
+	}
+	lmdb_cleanup();
+	return ran ? failed != 0 : 77;
+}
