@@ -302,6 +302,8 @@ int main(int argc, char **argv)
 		fs_log("%s: signal %d, unmounting", fs.cfg.image, sig);
 	fuse_session_exit(fs.se);
 	fuse_session_unmount(fs.se);
+	if (kv_is_shared(fs.env))
+		kv_watch(fs.env, NULL, NULL); /* no notice to the session from now on */
 	fs_workers_stop();
 	fuse_session_destroy(fs.se); /* runs destroy: frees the orphans */
 	kv_close(fs.env);

@@ -209,11 +209,18 @@ int kv_is_shared(kv_env *e)
 
 int kv_watch(kv_env *e, kv_change_fn fn, void *arg)
 {
+	int rc;
+
 	if (!e->eng->shared)
 		return -EOPNOTSUPP;
+	if (!fn) { /* the listener stopped first: no call of the old fn runs on */
+		rc = e->watch_fn ? kv_err(NULL, e->eng->listen(e, 0), "stop listening") : 0;
+		e->watch_fn = NULL;
+		return rc;
+	}
 	e->watch_fn = fn;
 	e->watch_arg = arg;
-	return kv_err(NULL, e->eng->listen(e), "listen to the other mounts");
+	return kv_err(NULL, e->eng->listen(e, 1), "listen to the other mounts");
 }
 
 void kv_change_init(kv_env *e)

@@ -142,10 +142,11 @@ struct kv_engine {
 	 * top-level write transaction x commits: with the commit or not at
 	 * all (change.c). */
 	int (*publish)(kv_env *e, kv_etxn *x, const char *msg, size_t len);
-	/* Start handing the other mounts' messages to kv_change_deliver, on a
-	 * thread of the engine's own, until close; a message may come twice
-	 * or, while the store is out of reach, not at all. */
-	int (*listen)(kv_env *e);
+	/* on: start handing the other mounts' messages to kv_change_deliver,
+	 * on a thread of the engine's own (a message may come twice or, while
+	 * the store is out of reach, not at all); off: stop, and return once
+	 * no delivery runs. */
+	int (*listen)(kv_env *e, int on);
 	/* The store grows a map of its own in one file (room.c, flusher.c,
 	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
 	 * never fills, and nothing is allocated ahead. */

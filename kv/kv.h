@@ -207,8 +207,9 @@ void kv_set_log(kv_log_fn fn);
 /* Many mounts of one store (a shared engine: docs/SCALE.md). kv_watch has
  * fn called, on a thread of the store's, for each change another mount
  * committed: an inode whose attributes, data or xattrs changed (name NULL),
- * or a name added to or removed from directory ino. -EOPNOTSUPP on a store
- * only one mount writes (an image file); -EIO, -ENOMEM. */
+ * or a name added to or removed from directory ino. fn NULL: no more calls
+ * (once it returns, none runs). -EOPNOTSUPP on a store only one mount
+ * writes (an image file); -EIO, -ENOMEM. */
 typedef void (*kv_change_fn)(void *arg, uint64_t ino, const char *name, size_t len);
 int kv_watch(kv_env *env, kv_change_fn fn, void *arg);
 int kv_is_shared(kv_env *env);

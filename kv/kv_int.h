@@ -129,6 +129,7 @@ struct kv_env {
 	kv_etxn *win;             /* the role's: the open window, begun and ended by
 	                             the writer thread */
 	int win_dirty;            /* the role's: changes applied since it began */
+	int win_fresh;            /* the role's: a shared store's W before its first op */
 	struct timespec win_start; /* the role's: when the first one was */
 	uint64_t win_bytes;       /* the role's: file data applied in it */
 	uint64_t win_pages;       /* the role's: pages its changes may take, estimated */

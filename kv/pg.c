@@ -183,6 +183,10 @@ static int pg_prelude(struct pg_conn *c, int depth)
 		c->begun = 1;
 		if ((rc = pg_send_text(c, c->open[0], sql, 0)))
 			return rc;
+		/* many mounts: their writers one at a time (engine.h: shared);
+		 * the next statement's result waits for it, no round trip more */
+		if (c->lock_sql && (rc = pg_send_text(c, c->open[0], c->lock_sql, 0)))
+			return rc;
 	}
 	if (c->rsv.on) {
 		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
@@ -338,6 +342,7 @@ static int pg_top_begin(kv_etxn *x, const char *begin_sql)
 	c->depth = 0;
 	c->open[0] = pg_serial(c);
 	c->begin_sql = begin_sql;
+	c->lock_sql = NULL;
 	c->begun = 0;
 	x->depth = 0;
 	x->active = 1;
@@ -490,6 +495,7 @@ static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **ou
 		rc = pg_top_begin(x, "BEGIN");
 		if (rc)
 			return rc;
+		pe->w->lock_sql = pe->lock_sql;
 	}
 	*out = x;
 	return 0;
@@ -1014,6 +1020,7 @@ static void pg_close(kv_env *e)
 	if (!pe)
 		return;
 	assert(!pe->wtx.active);
+	pg_listen_free(pe);
 	pg_env_free(pe);
 	e->eng_priv = NULL;
 }
@@ -1042,6 +1049,30 @@ static int pg_usage(kv_env *e, struct kv_usage *u)
 	u->extent_bytes = u->avail_bytes = u->reserve_bytes = 0;
 	u->page_size = e->page_size;
 	return 0;
+}
+
+/* The message goes in the top-level transaction, without waiting: NOTIFY
+ * delivers it when the transaction commits, or never. change.c's messages
+ * are lower-case hex, 'i', 'n', '/', "kvfs1" and spaces: nothing to quote. */
+static int pg_publish(kv_env *e, kv_etxn *x, const char *msg, size_t len)
+{
+	struct pg_env *pe = e->eng_priv;
+	struct pg_conn *c = x->c;
+	char *sql;
+	int rc;
+
+	assert(x->depth == 0 && x->kind == PG_WRITE);
+	assert(strspn(msg, "0123456789abcdefikvsn/ ") == len);
+	sql = malloc(len + sizeof(pe->chan) + 32);
+	if (!sql)
+		return ENOMEM;
+	snprintf(sql, len + sizeof(pe->chan) + 32, "SELECT pg_notify('%s', '%.*s')", pe->chan,
+		 (int)len, msg);
+	rc = pg_prelude(c, 0);
+	if (!rc)
+		rc = pg_send_text(c, c->open[0], sql, 0);
+	free(sql);
+	return rc;
 }
 
 static int pg_backup(kv_env *e, const char *dest, char *err, size_t errlen)
@@ -1100,5 +1131,8 @@ const struct kv_engine kv_engine_pg = {
 	.usage = pg_usage,
 	.backup = pg_backup,
 	.strerror = pg_strerror,
+	.publish = pg_publish,
+	.listen = pg_listen,
 	.map = 0,
+	.shared = 1,
 };

@@ -383,7 +383,7 @@ static int pg_setup(struct pg_conn *c)
 	return 0;
 }
 
-int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, size_t errlen)
+PGconn *pg_pq_connect(struct pg_env *pe)
 {
 	/* Defaults the URL may override (it is expanded in place of dbname,
 	 * after them): a bounded connect, and TCP keepalives and a user
@@ -393,6 +393,12 @@ int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, s
 					   "tcp_user_timeout", "fallback_application_name",
 					   "dbname", NULL};
 	const char *vals[] = {"5", "1", "10", "5", "3", "30000", "kvfs", pe->e->path, NULL};
+
+	return PQconnectdbParams(keys, vals, 1);
+}
+
+int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, size_t errlen)
+{
 	struct pg_conn *c;
 	char line[256];
 	int rc;
@@ -404,7 +410,7 @@ int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, s
 	c->writer = writer;
 	c->depth = -1;
 	c->fail_depth = INT_MAX;
-	c->pq = PQconnectdbParams(keys, vals, 1);
+	c->pq = pg_pq_connect(pe);
 	if (!c->pq) {
 		free(c);
 		return ENOMEM;
@@ -520,11 +526,13 @@ static const char *pg_tables(char *buf, size_t n)
 }
 
 /* What the database holds: the tables missing (their names, "" for none),
- * the tables' version (kvfs_meta's comment) and the server's page size. */
+ * the tables' version (kvfs_meta's comment) and the server's page size;
+ * the names of the filesystem's lock and channel (pg_names) from the
+ * schema that holds its tables. */
 static int pg_inspect(struct pg_conn *c, char *missing, size_t mlen, char *schema, size_t slen,
 		      uint32_t *page)
 {
-	char tables[256], sql[768];
+	char tables[256], sql[896];
 	PGresult *r;
 	int rc;
 
@@ -532,7 +540,9 @@ static int pg_inspect(struct pg_conn *c, char *missing, size_t mlen, char *schem
 		 "SELECT (SELECT string_agg(n, ' ') FROM unnest(%s) AS t(n) "
 		 "WHERE to_regclass(n) IS NULL), "
 		 "obj_description(to_regclass('kvfs_meta'), 'pg_class'), "
-		 "current_setting('block_size')",
+		 "current_setting('block_size'), "
+		 "(SELECT relnamespace::regnamespace::text FROM pg_class "
+		 "WHERE oid = to_regclass('kvfs_meta'))",
 		 pg_tables(tables, sizeof(tables)));
 	rc = pg_send_text(c, 0, sql, 1);
 	if (!rc)
@@ -544,6 +554,7 @@ static int pg_inspect(struct pg_conn *c, char *missing, size_t mlen, char *schem
 	*page = (uint32_t)strtoul(PQgetvalue(r, 0, 2), NULL, 10);
 	if (!*page)
 		*page = 8192;
+	pg_names(c->pe, PQgetvalue(r, 0, 3));
 	PQclear(r);
 	return 0;
 }

@@ -54,6 +54,7 @@ struct pg_conn {
 
 	/* the transaction (pg.c) */
 	const char *begin_sql;    /* its BEGIN, not sent yet: it goes with the first statement */
+	const char *lock_sql;     /* and, for a write, the writers' lock after it */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
 	int depth;                /* the innermost open level; -1: none */
 	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */
@@ -83,7 +84,20 @@ struct pg_env {
 	pthread_mutex_t lock;     /* pool, npool */
 	struct pg_conn *pool;     /* idle connections */
 	int npool;
+
+	/* many mounts (pg_listen.c): the filesystem's writers' lock and the
+	 * channel its changes go on (pg_names, at open) */
+	char lock_sql[64];
+	char chan[32];
+	struct pg_listener *listener;
 };
+
+/* pg_listen.c: the names of the filesystem's lock and channel, from the
+ * schema that holds its tables. */
+void pg_names(struct pg_env *pe, const char *schema);
+/* engine.h's listen and publish. */
+int pg_listen(kv_env *e, int on);
+void pg_listen_free(struct pg_env *pe);
 
 /* pg_conn.c. Return 0, a positive errno value or a KV_E* code (engine.h
  * contract 2). */
@@ -92,6 +106,9 @@ void pg_display(const char *url, char *out, size_t n);
  * fails (EIO). */
 int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, size_t errlen);
 void pg_conn_free(struct pg_conn *c);
+/* A plain libpq connection to pe's URL with the same defaults (the
+ * listener's); NULL only without memory (check PQstatus). */
+PGconn *pg_pq_connect(struct pg_env *pe);
 /* Before a transaction begins: a connection the server closed meanwhile is
  * noticed, and a lost one reset once. 0 or EIO. */
 int pg_alive(struct pg_conn *c);

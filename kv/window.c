@@ -210,6 +210,12 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 	assert(kv_role_mine(e) && e->win);
 	if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
 		return op->rc = -ENOSPC, FAILED;
+	if (e->win_fresh) { /* a shared store: W's first op, see win_open */
+		rc = kv_super_reload(e, e->win);
+		if (rc)
+			return op->rc = rc, FAILED;
+		e->win_fresh = 0;
+	}
 	mrc = e->eng->txn_begin(e, e->win, 0, &t.txn);
 	if (mrc)
 		return op->rc = kv_err(NULL, mrc, "begin op"), FAILED;
@@ -293,11 +299,10 @@ static void win_open(kv_env *e)
 		kv_err(NULL, mrc, "begin window");
 		return;
 	}
-	if (e->eng->shared && kv_super_reload(e, e->win) != 0) {
-		e->eng->txn_abort(e, e->win); /* batches meanwhile: they say the error */
-		e->win = NULL;
-		return;
-	}
+	/* on a store other mounts write, W takes their writers' lock with its
+	 * first statement (engine.h: shared), so it reads the superblock at
+	 * its first op, not now: an idle W holds nothing of theirs */
+	e->win_fresh = e->eng->shared;
 	kv_change_begin(e);
 	e->win_dirty = 0;
 	e->win_bytes = e->win_pages = 0;

@@ -37,9 +37,10 @@ static int catch_msg(kv_env *e, kv_etxn *x, const char *msg, size_t len)
 	return 0;
 }
 
-static int listen_nothing(kv_env *e)
+static int listen_nothing(kv_env *e, int on)
 {
 	(void)e;
+	(void)on;
 	return 0;
 }
 

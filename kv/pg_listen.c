@@ -1,0 +1,166 @@
+/*
+ * pg_listen.c - many mounts of one PostgreSQL-backed filesystem: the
+ * names its writers share (an advisory lock each write transaction takes
+ * after BEGIN, so writers of all mounts commit one at a time), and the
+ * listener: a thread with a connection of its own that LISTENs on the
+ * filesystem's channel and hands each NOTIFY the others' commits sent
+ * (change.c's messages) to kv_change_deliver.
+ *
+ * Invariants:
+ *  1. The lock and the channel are named by the schema that holds the
+ *     filesystem's tables (locks and channels are the database's): one
+ *     database may hold several filesystems, a schema each, whose writers
+ *     and messages stay apart, whatever kvfs-tune does to their labels.
+ *  2. The listener never blocks for long: it waits on its socket and on its
+ *     stop eventfd together, so pg_listen(e, 0) returns within one
+ *     delivery; a lost connection is made again every second meanwhile,
+ *     and what was sent while it was away is lost (the kernel's short
+ *     timeouts on such a mount bound the harm: fs/options.c).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "pg_int.h"
+
+#define RETRY_MS 1000
+
+struct pg_listener {
+	struct pg_env *pe;
+	pthread_t thread;
+	int stop_fd;   /* an eventfd: written once to stop */
+	int said_lost; /* the loss was logged (once, until it is back) */
+};
+
+void pg_names(struct pg_env *pe, const char *schema)
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+
+	for (const char *p = schema; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	snprintf(pe->lock_sql, sizeof(pe->lock_sql), "SELECT pg_advisory_xact_lock(%lld)",
+		 (long long)h);
+	snprintf(pe->chan, sizeof(pe->chan), "kvfs_%016llx", (unsigned long long)h);
+}
+
+/* Wait up to ms for fd (or the stop): 1 when stopped. */
+static int wait_for(struct pg_listener *l, int fd, int ms)
+{
+	struct pollfd p[2] = {{.fd = l->stop_fd, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+
+	while (poll(p, fd >= 0 ? 2 : 1, ms) < 0 && errno == EINTR)
+		;
+	return (p[0].revents & POLLIN) != 0;
+}
+
+static PGconn *listen_connect(struct pg_listener *l)
+{
+	char sql[64];
+	PGconn *pq = pg_pq_connect(l->pe);
+	PGresult *r;
+
+	if (!pq || PQstatus(pq) != CONNECTION_OK)
+		goto lost;
+	snprintf(sql, sizeof(sql), "LISTEN %s", l->pe->chan);
+	r = PQexec(pq, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		PQclear(r);
+		goto lost;
+	}
+	PQclear(r);
+	if (l->said_lost)
+		kv_log("%s: hearing the other mounts again (changes made meanwhile may show "
+		       "only once the kernel's cache times out)", l->pe->disp);
+	l->said_lost = 0;
+	return pq;
+lost:
+	if (!l->said_lost)
+		kv_log("%s: cannot hear the other mounts: %s", l->pe->disp,
+		       pq ? PQerrorMessage(pq) : "out of memory");
+	l->said_lost = 1;
+	PQfinish(pq);
+	return NULL;
+}
+
+static void *listen_main(void *arg)
+{
+	struct pg_listener *l = arg;
+	PGconn *pq = NULL;
+
+	for (;;) {
+		PGnotify *n;
+
+		if (!pq && !(pq = listen_connect(l))) {
+			if (wait_for(l, -1, RETRY_MS))
+				break;
+			continue;
+		}
+		if (wait_for(l, PQsocket(pq), -1))
+			break;
+		if (!PQconsumeInput(pq)) {
+			PQfinish(pq);
+			pq = NULL;
+			continue;
+		}
+		while ((n = PQnotifies(pq))) {
+			if (kv_change_deliver(l->pe->e, n->extra, strlen(n->extra)) == -EINVAL)
+				kv_log("%s: a notice on %s that is not kvfs's, left alone",
+				       l->pe->disp, l->pe->chan);
+			PQfreemem(n);
+		}
+	}
+	PQfinish(pq);
+	return NULL;
+}
+
+void pg_listen_free(struct pg_env *pe)
+{
+	struct pg_listener *l = pe->listener;
+	uint64_t one = 1;
+
+	if (!l)
+		return;
+	if (write(l->stop_fd, &one, sizeof(one)) != sizeof(one))
+		kv_log("%s: cannot stop the listener", pe->disp); /* an eventfd does not fail */
+	pthread_join(l->thread, NULL);
+	close(l->stop_fd);
+	free(l);
+	pe->listener = NULL;
+}
+
+int pg_listen(kv_env *e, int on)
+{
+	struct pg_env *pe = e->eng_priv;
+	struct pg_listener *l;
+	int rc;
+
+	if (!on) {
+		pg_listen_free(pe);
+		return 0;
+	}
+	if (pe->listener)
+		return 0;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return ENOMEM;
+	l->pe = pe;
+	l->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (l->stop_fd < 0) {
+		rc = errno;
+		free(l);
+		return rc;
+	}
+	rc = pthread_create(&l->thread, NULL, listen_main, l);
+	if (rc) {
+		close(l->stop_fd);
+		free(l);
+		return rc;
+	}
+	pe->listener = l;
+	return 0;
+}
