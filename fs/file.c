@@ -60,6 +60,14 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)fi;
+	if (kv_is_shared(fs.env)) {
+		/* close-to-open across mounts, as NFS: when close(2) returns,
+		 * what was written is committed and the other mounts told (the
+		 * window commits now; its times too) */
+		fs_pending_settle(0);
+		fuse_reply_err(req, -fs_settle());
+		return;
+	}
 	/* Nothing to do: every write was committed before it was answered, and
 	 * the kernel (since Linux 5.14) writes back its dirty pages, and
 	 * reports their errors, on close before it would send FLUSH. ENOSYS

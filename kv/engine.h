@@ -147,15 +147,18 @@ struct kv_engine {
 	 * the store is out of reach, not at all); off: stop, and return once
 	 * no delivery runs. */
 	int (*listen)(kv_env *e, int on);
+	/* Shared stores: take the writers' lock in the top-level write
+	 * transaction x (its next statement waits for it), held to its end. */
+	int (*lock)(kv_env *e, kv_etxn *x);
 	/* The store grows a map of its own in one file (room.c, flusher.c,
 	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
 	 * never fills, and nothing is allocated ahead. */
 	int map;
-	/* Other processes (mounts on other hosts) may write the store: each
-	 * top-level write transaction waits for theirs to end (begin takes
-	 * the store's writer lock), and the record layer reads the superblock
-	 * again in it (the inode counter moved). 0 for LMDB (one writer per
-	 * image, lock.c). */
+	/* Other processes (mounts on other hosts) may write the store: a
+	 * top-level write transaction that changes it first takes the store's
+	 * writers' lock (lock), held until it ends, and the record layer reads
+	 * the superblock again after it (the inode counter moved). 0 for LMDB
+	 * (one writer per image, lock.c). */
 	int shared;
 };
 

@@ -96,7 +96,9 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 	struct kv_super s;
 	int rc;
 
-	rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
+	rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
+	if (rc == 0)
+		rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
 	if (rc == 0)
 		rc = kv_super_decode(v.data, v.size, &s);
 	if (rc)

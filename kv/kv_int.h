@@ -489,9 +489,10 @@ uint64_t kv_block_zcsum(uint64_t ino, uint64_t idx, const void *frame, size_t le
 
 /* Superblock write through the writer's transaction (inode.c). */
 int kv_super_store(kv_txn *txn, const struct kv_super *s);
-/* On a store other mounts write (engine.h: shared), at the begin of a
- * top-level write transaction x: the superblock as they left it becomes
- * env's (the inode counter, the feature bits). -EIO. */
+/* On a store other mounts write (engine.h: shared), before a top-level
+ * write transaction x changes anything: the writers' lock taken, then the
+ * superblock as they left it becomes env's (the inode counter, the feature
+ * bits). -EIO. */
 int kv_super_reload(kv_env *env, kv_etxn *x);
 
 #endif

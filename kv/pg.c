@@ -183,10 +183,6 @@ static int pg_prelude(struct pg_conn *c, int depth)
 		c->begun = 1;
 		if ((rc = pg_send_text(c, c->open[0], sql, 0)))
 			return rc;
-		/* many mounts: their writers one at a time (engine.h: shared);
-		 * the next statement's result waits for it, no round trip more */
-		if (c->lock_sql && (rc = pg_send_text(c, c->open[0], c->lock_sql, 0)))
-			return rc;
 	}
 	if (c->rsv.on) {
 		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
@@ -342,7 +338,6 @@ static int pg_top_begin(kv_etxn *x, const char *begin_sql)
 	c->depth = 0;
 	c->open[0] = pg_serial(c);
 	c->begin_sql = begin_sql;
-	c->lock_sql = NULL;
 	c->begun = 0;
 	x->depth = 0;
 	x->active = 1;
@@ -495,7 +490,6 @@ static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **ou
 		rc = pg_top_begin(x, "BEGIN");
 		if (rc)
 			return rc;
-		pe->w->lock_sql = pe->lock_sql;
 	}
 	*out = x;
 	return 0;
@@ -1051,6 +1045,20 @@ static int pg_usage(kv_env *e, struct kv_usage *u)
 	return 0;
 }
 
+/* Many mounts: their writers one at a time (engine.h: shared). Sent
+ * without waiting: the next statement's result waits for it, no round
+ * trip more. Readers that the record layer routes into the writer's open
+ * transaction do not take it. */
+static int pg_lock(kv_env *e, kv_etxn *x)
+{
+	struct pg_env *pe = e->eng_priv;
+	int rc;
+
+	assert(x->depth == 0 && x->kind == PG_WRITE);
+	rc = pg_prelude(x->c, 0);
+	return rc ? rc : pg_send_text(x->c, x->c->open[0], pe->lock_sql, 0);
+}
+
 /* The message goes in the top-level transaction, without waiting: NOTIFY
  * delivers it when the transaction commits, or never. change.c's messages
  * are lower-case hex, 'i', 'n', '/', "kvfs1" and spaces: nothing to quote. */
@@ -1133,6 +1141,7 @@ const struct kv_engine kv_engine_pg = {
 	.strerror = pg_strerror,
 	.publish = pg_publish,
 	.listen = pg_listen,
+	.lock = pg_lock,
 	.map = 0,
 	.shared = 1,
 };

@@ -54,7 +54,6 @@ struct pg_conn {
 
 	/* the transaction (pg.c) */
 	const char *begin_sql;    /* its BEGIN, not sent yet: it goes with the first statement */
-	const char *lock_sql;     /* and, for a write, the writers' lock after it */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
 	int depth;                /* the innermost open level; -1: none */
 	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */

@@ -212,9 +212,17 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 		return op->rc = -ENOSPC, FAILED;
 	if (e->win_fresh) { /* a shared store: W's first op, see win_open */
 		rc = kv_super_reload(e, e->win);
-		if (rc)
+		if (rc) { /* W told nothing yet: it goes, the next op opens another */
+			e->eng->txn_abort(e, e->win);
+			e->win = NULL;
+			e->win_dirty = 0;
 			return op->rc = rc, FAILED;
+		}
 		e->win_fresh = 0;
+		/* W holds the others' writers now: it commits by window even if
+		 * its ops change nothing (an atime already late enough) */
+		e->win_dirty = 1;
+		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
 	}
 	mrc = e->eng->txn_begin(e, e->win, 0, &t.txn);
 	if (mrc)

@@ -14,6 +14,15 @@ T=$(mktemp -d /tmp/kvfs-test.XXXXXX)
 IMG=$T/img
 MNT=$T/mnt
 mkdir -p "$MNT"
+# KVFS_TEST_PG_URL (set by tests/pg/cluster.sh run): the image is a new
+# database of that throwaway cluster, not a file; it goes at exit
+PGDB=
+if [ -n "${KVFS_TEST_PG_URL:-}" ]; then
+	PGDB=kvfs_$(basename "$T" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' _)
+	psql -qX -v ON_ERROR_STOP=1 "$KVFS_TEST_PG_URL" -c "CREATE DATABASE $PGDB" >/dev/null ||
+		{ echo "FAIL: cannot make the test's database"; exit 1; }
+	IMG=${KVFS_TEST_PG_URL/\/postgres\?//$PGDB?}
+fi
 # a sanitizer build's daemon has no terminal: its reports go to files,
 # and any report fails the test at exit
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
@@ -48,6 +57,8 @@ kvfs_cleanup() {
 		cat "$T"/sanitizer.*
 		rc=1
 	fi
+	[ -z "$PGDB" ] || psql -qX "$KVFS_TEST_PG_URL" -c "DROP DATABASE $PGDB WITH (FORCE)" \
+		>/dev/null 2>&1
 	rm -rf "$T"
 	exit $rc
 }
@@ -75,6 +86,14 @@ kvfs_umount() {
 # lock of image ($IMG by default).
 kvfs_wait_closed() {
 	local i img=${1:-$IMG}
+	if [ -n "$PGDB" ]; then # no file to lock: the daemon of $MNT is gone
+		for i in $(seq 300); do
+			pgrep -f -- " $MNT( |\$)" >/dev/null || return 0
+			sleep 0.1
+		done
+		echo "FAIL: the daemon of $MNT did not exit"
+		exit 1
+	fi
 	for i in $(seq 300); do
 		flock -n -x "$img" true 2>/dev/null && return 0
 		sleep 0.1
@@ -85,6 +104,7 @@ kvfs_wait_closed() {
 
 # The daemon's pid, from the lock it holds on the image.
 kvfs_pid() {
+	[ -z "$PGDB" ] || { pgrep -f -- " $MNT( |\$)" | head -1; return; }
 	fuser "$IMG" 2>/dev/null | tr -s ' ' '\n' | grep -v '^$' | head -1
 }
 

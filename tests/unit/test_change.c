@@ -37,6 +37,13 @@ static int catch_msg(kv_env *e, kv_etxn *x, const char *msg, size_t len)
 	return 0;
 }
 
+static int lock_nothing(kv_env *e, kv_etxn *x)
+{
+	(void)e;
+	(void)x;
+	return 0;
+}
+
 static int listen_nothing(kv_env *e, int on)
 {
 	(void)e;
@@ -51,6 +58,7 @@ static void make_shared(kv_env *e)
 	shared_lmdb.shared = 1;
 	shared_lmdb.publish = catch_msg;
 	shared_lmdb.listen = listen_nothing;
+	shared_lmdb.lock = lock_nothing;
 	e->eng = &shared_lmdb;
 }
 

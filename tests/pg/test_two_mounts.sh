@@ -1,0 +1,120 @@
+#!/bin/bash
+# test_two_mounts.sh - two daemons mount one PostgreSQL-backed filesystem
+# read-write (as two hosts would): what one does, the other sees within
+# SEEN seconds (a create, a write, a rename, an unlink, a chmod, an xattr,
+# a mkdir and rmdir), names it had looked up and pages it had read
+# included; close-to-open holds (a file closed on one reads whole on the
+# other at once); creates from both into one directory at once never
+# collide or lose a name; an idle mount holds no lock of the other's
+# writers; fsck -n and kvfs-dump read it while both are mounted, and fsck
+# finds it clean after.
+#
+#   tests/pg/cluster.sh run bash test_two_mounts.sh
+#
+# Environment: KVFS_BIN, MKFS_BIN, FSCK_BIN, DUMP_BIN; KVFS_TEST_PG_URL.
+. "$(dirname "$0")/../fs/lib.sh"
+[ -n "$PGDB" ] || { echo "SKIP: no cluster (run it through tests/pg/cluster.sh run)"; exit 77; }
+SEEN=${KVFS_SEEN_SECONDS:-2}
+A=$MNT
+B=$T/mnt2
+mkdir -p "$B"
+CLEANUP_EXTRA='fusermount3 -u "$B" 2>/dev/null'
+
+# within NAME CMD...: CMD succeeds within SEEN seconds (tried every 20 ms);
+# says how long it took
+within() {
+	local name=$1 start now
+	shift
+	start=$(date +%s%N)
+	while ! "$@" 2>/dev/null; do
+		now=$(date +%s%N)
+		if [ $(((now - start) / 1000000)) -gt $((SEEN * 1000)) ]; then
+			bad "$name: not seen within $SEEN s"
+			return 1
+		fi
+		sleep 0.02
+	done
+	now=$(date +%s%N)
+	echo "  $name: seen after $(((now - start) / 1000000)) ms"
+	ok
+}
+absent() { [ ! -e "$1" ]; }
+has_text() { [ "$(cat "$1")" = "$2" ]; }
+mode_is() { [ "$(stat -c %a "$1")" = "$2" ]; }
+xattr_is() { [ "$(getfattr --only-values -n "$2" "$1")" = "$3" ]; }
+
+kvfs_mkfs
+kvfs_mount
+"$KVFS_BIN" "$IMG" "$B" || { echo "FAIL: the second mount"; exit 1; }
+
+# names and attributes B has cached (looked up, listed, read) before A
+# changes them: the notices must drop them
+echo one > "$A/f"
+within "create" has_text "$B/f" one
+ls -l "$B" >/dev/null
+echo two > "$A/f"
+within "overwrite of a file read" has_text "$B/f" two
+echo three >> "$A/f"
+within "append" has_text "$B/f" "two
+three"
+mv "$A/f" "$A/g"
+within "rename: the new name" has_text "$B/g" "two
+three"
+within "rename: the old name gone" absent "$B/f"
+chmod 600 "$A/g"
+within "chmod" mode_is "$B/g" 600
+setfattr -n user.k -v v1 "$A/g"
+within "setxattr" xattr_is "$B/g" user.k v1
+mkdir "$A/dir"
+within "mkdir" test -d "$B/dir"
+rmdir "$A/dir"
+within "rmdir" absent "$B/dir"
+rm "$A/g"
+within "unlink" absent "$B/g"
+# and the other way round
+echo back > "$B/h"
+within "create on the second" has_text "$A/h" back
+
+# close-to-open: once close(2) returned on B, an open on A reads it all
+# (the page cache A had of the file is dropped at open; the size comes
+# with the notice, or at the latest when the attribute cache times out)
+head -c 100000 /dev/urandom > "$T/data"
+cat "$A/h" >/dev/null
+cp "$T/data" "$B/h"
+within "a file closed on one, opened on the other" cmp -s "$T/data" "$A/h"
+
+# creates from both into one directory at once
+mkdir "$A/d"
+within "the shared directory" test -d "$B/d"
+(for i in $(seq 300); do : > "$A/d/a$i" || exit 1; done) &
+pa=$!
+(for i in $(seq 300); do : > "$B/d/b$i" || exit 1; done) &
+pb=$!
+expect "creates on the first" wait $pa
+expect "creates on the second" wait $pb
+count_is() { [ "$(ls "$1" | wc -l)" -eq "$2" ]; }
+within "600 names on the first" count_is "$A/d" 600
+within "600 names on the second" count_is "$B/d" 600
+expect "no inode number twice" \
+	[ "$(ls -i "$A/d" | awk '{print $1}' | sort -u | wc -l)" -eq 600 ]
+listing() { diff <(ls -i "$A/d") <(ls -i "$B/d") >/dev/null; }
+within "both list the same names and numbers" listing
+
+# the tools read a snapshot while both are mounted
+expect "fsck -n while mounted" "$FSCK_BIN" -n "$IMG"
+expect "kvfs-dump while mounted" "$DUMP_BIN" "$IMG" summary >/dev/null
+# an idle mount holds no lock of the others' writers (reads included: they
+# may be answered in the writer's open transaction)
+cat "$A"/d/a1 "$B"/d/b1 >/dev/null
+ls -l "$A/d" "$B/d" >/dev/null
+no_lock() {
+	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")" = 0 ]
+}
+within "no writers' lock held while idle" no_lock
+# and the first mount writes while the second is idle
+: > "$A/after-idle"
+within "a write after the other was idle" test -e "$B/after-idle"
+fusermount3 -u "$B"
+kvfs_umount
+expect "fsck after both unmounted" "$FSCK_BIN" -n "$IMG"
+kvfs_results
