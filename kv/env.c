@@ -206,6 +206,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 		return -ENOMEM;
 	e->lock_fd = -1;
 	e->readonly = o->readonly;
+	e->mount = o->mount;
 	e->durability = o->durability;
 	e->max_size = o->max_size & ~4095ULL;
 	e->sync_interval_ms = o->sync_interval_ms;

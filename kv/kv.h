@@ -127,6 +127,12 @@ struct kv_open_opts {
 	                                  it is applied in the open window, and commit
 	                                  the window within this many ms (window.c);
 	                                  0: commit every batch before its ops are told */
+	int mount;                     /* a mount among others of a store many mount (a
+	                                  postgresql:// URL: docs/SCALE.md). Any other
+	                                  read-write open (fsck's repairs, kvfs-tune) has
+	                                  the store to itself: -EBUSY while one is
+	                                  mounted, and mounts are refused meanwhile. An
+	                                  image file has one writer whatever it says */
 };
 
 struct kv_mkfs_opts {

@@ -94,6 +94,7 @@ struct kv_env {
 	char *path;
 	int lock_fd;              /* holds the exclusive flock of a read-write open */
 	int readonly;
+	int mount;                /* kv_open_opts.mount */
 	enum kv_durability durability;
 	uint64_t max_size;
 	struct kv_super super;

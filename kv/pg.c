@@ -996,6 +996,10 @@ static int pg_open(kv_env *e, char *err, size_t errlen)
 		pg_conn_free(c);
 		goto free_pe;
 	}
+	if (!e->readonly && (rc = pg_mount_lock(c, err, errlen)) != 0) {
+		pg_conn_free(c);
+		goto free_pe;
+	}
 	if (e->readonly)
 		pg_pool_put(pe, c); /* the first reader's */
 	else
@@ -1031,16 +1035,23 @@ static int pg_sync_env(kv_env *e)
 }
 
 /* The bytes the tables, their indexes and TOAST take on the server (file
- * and used alike); no map, so no room fields (engine.h). */
+ * and used alike); no map, so no room of ours (engine.h). What may still
+ * be written is the server's to know (its disk, quotas, a cloud plan):
+ * statfs gets the room to max_size (-o max_size) or to a nominal 1 PiB,
+ * as network filesystems report a size they do not know. */
+#define PG_NOMINAL_ROOM (1ULL << 50)
 static int pg_usage(kv_env *e, struct kv_usage *u)
 {
+	uint64_t room = e->max_size ? e->max_size : PG_NOMINAL_ROOM;
 	int rc = pg_store_bytes(e->eng_priv, &u->used_bytes);
 
 	if (rc)
 		return rc;
 	u->file_bytes = u->used_bytes;
-	u->ahead_bytes = u->map_bytes = u->max_bytes = u->promised_bytes = 0;
-	u->extent_bytes = u->avail_bytes = u->reserve_bytes = 0;
+	u->ahead_bytes = u->map_bytes = u->promised_bytes = 0;
+	u->extent_bytes = u->reserve_bytes = 0;
+	u->max_bytes = e->max_size;
+	u->avail_bytes = room > u->used_bytes ? room - u->used_bytes : 0;
 	u->page_size = e->page_size;
 	return 0;
 }

@@ -458,6 +458,14 @@ static int pg_reset(struct pg_conn *c)
 	memset(c->prepared, 0, sizeof(c->prepared));
 	if (pg_setup(c))
 		return EIO;
+	/* the mount lock went with the old session: taken again, or the
+	 * store was meanwhile given to a tool that repairs it */
+	if (c->writer && c->pe->mount_held && pg_mount_lock(c, NULL, 0)) {
+		kv_log("postgresql %s: taken by fsck.kvfs or kvfs-tune while away: "
+		       "no more changes from this mount", c->pe->disp);
+		c->broken = 1;
+		return EIO;
+	}
 	kv_log("postgresql %s: connected again", c->pe->disp);
 	return 0;
 }
@@ -585,9 +593,28 @@ int pg_store_make(struct pg_conn *c, int force, uint32_t *page, char *err, size_
 	if (!rc)
 		rc = pg_inspect(c, missing, sizeof(missing), schema, sizeof(schema), page);
 	if (!rc && missing_count(missing) < KV_NDB && !force) {
-		kv_seterr(err, errlen, "'%s' already holds a kvfs filesystem", c->pe->disp);
+		kv_seterr(err, errlen, "'%s' already holds a kvfs filesystem (use -f to replace it)",
+			  c->pe->disp);
 		rc = EEXIST;
 		goto rollback;
+	}
+	if (!rc && force && missing_count(missing) < KV_NDB) {
+		PGresult *r = NULL;
+
+		/* not under a mount: the whole mount lock, until this commits */
+		snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_xact_lock(%lld)",
+			 c->pe->mount_key);
+		rc = pg_send_text(c, 0, sql, 1);
+		if (!rc)
+			rc = pg_drain(c, &r);
+		if (!rc && PQgetvalue(r, 0, 0)[0] != 't') {
+			kv_seterr(err, errlen, "'%s' is mounted (unmount it on every host first)",
+				  c->pe->disp);
+			rc = EBUSY;
+		}
+		PQclear(r);
+		if (rc)
+			goto rollback;
 	}
 	if (!rc && force) {
 		size_t o = (size_t)snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS ");

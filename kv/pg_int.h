@@ -88,6 +88,9 @@ struct pg_env {
 	 * channel its changes go on (pg_names, at open) */
 	char lock_sql[64];
 	char chan[32];
+	long long mount_key;      /* the lock a read-write open holds: shared by mounts,
+	                             whole by the tools that repair or tune */
+	int mount_held;           /* the writer's connection holds it */
 	struct pg_listener *listener;
 };
 
@@ -96,6 +99,11 @@ struct pg_env {
 void pg_names(struct pg_env *pe, const char *schema);
 /* engine.h's listen and publish. */
 int pg_listen(kv_env *e, int on);
+/* Take the mount lock on c (the writer's connection) as e asks: shared for
+ * a mount, whole for any other read-write open, trying for a few seconds (a
+ * daemon just unmounted lets go as its connection closes). 0, EBUSY with
+ * a message in err, EIO. */
+int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen);
 void pg_listen_free(struct pg_env *pe);
 
 /* pg_conn.c. Return 0, a positive errno value or a KV_E* code (engine.h

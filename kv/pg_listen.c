@@ -46,6 +46,42 @@ void pg_names(struct pg_env *pe, const char *schema)
 	snprintf(pe->lock_sql, sizeof(pe->lock_sql), "SELECT pg_advisory_xact_lock(%lld)",
 		 (long long)h);
 	snprintf(pe->chan, sizeof(pe->chan), "kvfs_%016llx", (unsigned long long)h);
+	pe->mount_key = (long long)(h ^ 0x6d6f756e74ULL); /* "mount" */
+}
+
+int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen)
+{
+	struct pg_env *pe = c->pe;
+	char sql[96];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock%s(%lld)",
+		 pe->e->mount ? "_shared" : "", pe->mount_key);
+	for (int tries = 0;; tries++) {
+		PGresult *r = NULL;
+		int got;
+
+		rc = pg_send_text(c, 0, sql, 1);
+		if (!rc)
+			rc = pg_drain(c, &r);
+		if (rc)
+			return rc;
+		got = PQgetvalue(r, 0, 0)[0] == 't';
+		PQclear(r);
+		if (got) {
+			pe->mount_held = 1;
+			return 0;
+		}
+		if (tries == 50)
+			break;
+		usleep(100 * 1000);
+	}
+	if (pe->e->mount)
+		kv_seterr(err, errlen, "'%s' is in use by fsck.kvfs or kvfs-tune", pe->disp);
+	else
+		kv_seterr(err, errlen, "'%s' is mounted (unmount it on every host first)",
+			  pe->disp);
+	return EBUSY;
 }
 
 /* Wait up to ms for fd (or the stop): 1 when stopped. */

@@ -185,6 +185,7 @@ static kv_env *env_new(const char *where, int readonly, enum kv_durability d)
 	e->path = strdup(where);
 	e->readonly = readonly;
 	e->durability = d;
+	e->mount = 1; /* PostgreSQL: several read-write opens at once, as mounts */
 	e->lock_fd = -1;
 	/* what LMDB's engine takes from the record layer's kv_open */
 	pthread_rwlock_init(&e->map_lock, NULL);
