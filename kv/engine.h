@@ -15,29 +15,39 @@
  *  2. Return codes: 0, a positive errno value, or one of the KV_E* codes
  *     below; LMDB's engine may also pass on a failure code of LMDB's own
  *     (a damaged page: MDB_CORRUPTED, ...). err.c maps them to negative
- *     errno values (kv_err).
- *  3. A read transaction sees one snapshot, the state as of some commit,
- *     from its begin to its end, whatever commits meanwhile. A write
- *     transaction sees its own changes at once. Only one write transaction
- *     (with its children) is open per env, and a transaction is used by one
- *     thread at a time (the writer's role hands a write one on: kv_int.h).
+ *     errno values (kv_err). create, open and backup, which report to the
+ *     record layer's kv_mkfs, kv_open and kv_backup, return 0 or a negative
+ *     errno with a message. A put's or cur_del's failure may show at a
+ *     later call of the same transaction, at the latest at the commit of
+ *     the child that made it (an engine that sends changes without waiting
+ *     for their results), and never at another child's.
+ *  3. A read transaction sees one snapshot, the state as of some commit at
+ *     or after its begin, whatever commits meanwhile. A write transaction
+ *     sees its own changes at once. Only one write transaction (with its
+ *     children) is open per env, and a transaction is used by one thread at
+ *     a time (the writer's role hands a write one on: kv_int.h).
  *  4. A child transaction (txn_begin with a parent) sees its parent's
  *     changes; its commit folds its changes into the parent, its abort
  *     drops them and nothing else. The parent is not used while a child is
  *     open.
  *  5. Values returned by get and by a cursor stay valid, unchanged, until
- *     the transaction ends (commit, abort, read_end) or the key is written
- *     or deleted in it, except that cur_forget lets a cursor drop values it
- *     returned before (whole-map walks call it so that an engine which
- *     copies values need not keep the map in memory).
+ *     the transaction ends (commit, abort, read_end) or, in a write
+ *     transaction, until its next write of any key (LMDB moves the pages
+ *     it changes): the record layer copies what it keeps across a write.
+ *     cur_forget lets a cursor drop values it returned before (whole-map
+ *     walks call it so that an engine which copies values need not keep
+ *     the map in memory).
  *  6. A cursor sees its transaction's own writes, also those made after it
  *     was positioned. After cur_del, KV_NEXT gives the key after the one
  *     deleted and KV_GET_CURRENT is not to be asked. KV_NEXT on a cursor
- *     not yet positioned is KV_FIRST; KV_NEXT past the last key and KV_PREV
- *     before the first give KV_ENOTFOUND and leave it unpositioned.
+ *     not yet positioned is KV_FIRST, KV_PREV there KV_LAST. KV_NEXT past
+ *     the last key, KV_PREV before the first and a KV_SET_KEY or
+ *     KV_SET_RANGE that finds nothing give KV_ENOTFOUND; where the cursor
+ *     then stands is not to be relied on: position it again.
  *  7. A put with KV_PUT_RESERVE stores a value of v->size bytes that the
  *     caller writes at v->data (set by put) before its next call into the
- *     engine for that transaction.
+ *     engine for that transaction. KV_PUT_NOOVERWRITE's KV_EKEYEXIST sets
+ *     v to the value there.
  *  8. A commit that returns 0 is durable when env->durability is
  *     KV_DURABLE_FULL; otherwise after the next sync.
  */
