@@ -323,7 +323,8 @@ static void reply_entry(fuse_req_t req, int rc, const struct stat *st, struct fu
 	}
 	fs_fill_entry(st, &e);
 	if (fi) {
-		fi->fh = 0;
+		/* as an open's (fs_reply_open) */
+		fi->fh = kv_lost_sample(fs.env, (fi->flags & O_ACCMODE) != O_RDONLY);
 		fi->keep_cache = fs.cfg.keep_cache;
 		fuse_reply_create(req, &e, fi);
 	} else {

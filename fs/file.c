@@ -36,14 +36,17 @@
 
 void fs_reply_open(fuse_req_t req, struct fuse_file_info *fi, int cache, int dir)
 {
-	if (fs.cfg.skip_open && cache) {
+	/* on a shared store a directory's fsync needs its open's sample as a
+	 * file's does (fs_op_fsync); files are opened there anyway (no
+	 * keep_cache), and an OPENDIR costs no round trip to the server */
+	if (fs.cfg.skip_open && cache && !(dir && kv_is_shared(fs.env))) {
 		/* no OPEN/RELEASE (OPENDIR/RELEASEDIR) round trips from now on;
 		 * the kernel then keeps the page cache (listings) as with
 		 * keep_cache (cache_readdir) */
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	fi->fh = 0;
+	fi->fh = kv_lost_sample(fs.env, (fi->flags & O_ACCMODE) != O_RDONLY);
 	fi->keep_cache = cache;
 	if (dir)
 		fi->cache_readdir = cache;
@@ -58,14 +61,18 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	int rc;
+
 	(void)ino;
-	(void)fi;
 	if (kv_is_shared(fs.env)) {
 		/* close-to-open across mounts, as NFS: when close(2) returns,
 		 * what was written is committed and the other mounts told (the
-		 * window commits now; its times too) */
+		 * window commits now; its times too); and, as NFS's close, it
+		 * fails when the store lost changes acknowledged while the file
+		 * was open (its server went away: kv_lost_check) */
 		fs_pending_settle(0);
-		fuse_reply_err(req, -fs_settle());
+		rc = fs_settle();
+		fuse_reply_err(req, -(rc ? rc : kv_lost_check(fs.env, fi->fh, 0)));
 		return;
 	}
 	/* Nothing to do: every write was committed before it was answered, and
@@ -76,7 +83,8 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, ENOSYS);
 }
 
-/* Also RELEASEDIR: nothing is kept per open file or directory. */
+/* Also RELEASEDIR: nothing to free per open file or directory (fh is a
+ * number, kv_lost_sample's). */
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -87,14 +95,18 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* Also FSYNCDIR: both make everything before them durable. */
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	int rc;
+
 	(void)datasync;
-	(void)fi;
 	/* the kernel has written back what it had: a failure is reported now */
 	fs_itable_settled(ino);
 	/* every write before this was committed before it was answered; the
 	 * times the kernel wrote back (of any file) may still be queued */
 	fs_pending_settle(0);
-	fuse_reply_err(req, -fs_sync());
+	rc = fs_sync();
+	/* a shared store that lost acknowledged changes of this file, or
+	 * while it was open: they are not durable, whatever this sync did */
+	fuse_reply_err(req, -(rc ? rc : kv_lost_check(fs.env, fi->fh, ino)));
 }
 
 /* Reply with the iovecs as they are; cnt + 1 <= WRITEV_MAX. */

@@ -202,6 +202,75 @@ int kv_change_deliver(kv_env *e, const char *msg, size_t len)
 	return 0;
 }
 
+/* ------------------------------------------------------ lost changes -- */
+
+static int ino_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+void kv_change_lost(kv_env *e)
+{
+	const char *p = e->chg, *end = e->chg + e->chg_len;
+	size_t n;
+
+	pthread_mutex_lock(&e->q_lock);
+	n = e->lost_n;
+	while (p + 2 < end) {
+		uint64_t ino;
+
+		p++; /* the record's ' ' */
+		if (*p++ != 'i' || get_hex(&p, end, &ino)) {
+			while (p < end && *p != ' ')
+				p++; /* a name: its directory's inode has a record too */
+			continue;
+		}
+		if (e->lost_n == e->lost_cap) {
+			size_t cap = e->lost_cap ? 2 * e->lost_cap : 256;
+			uint64_t *a = realloc(e->lost_ino, cap * sizeof(*a));
+
+			if (!a)
+				break; /* the fsyncs of files open now still say it */
+			e->lost_ino = a;
+			e->lost_cap = cap;
+		}
+		e->lost_ino[e->lost_n++] = ino;
+	}
+	if (e->lost_n > n)
+		qsort(e->lost_ino, e->lost_n, sizeof(*e->lost_ino), ino_cmp);
+	atomic_fetch_add_explicit(&e->lost, 1, memory_order_release);
+	pthread_mutex_unlock(&e->q_lock);
+}
+
+uint64_t kv_lost_sample(kv_env *e, int writing)
+{
+	return atomic_load_explicit(&e->lost, memory_order_acquire) << 1 | (writing != 0);
+}
+
+int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
+{
+	uint64_t lost = atomic_load_explicit(&e->lost, memory_order_acquire);
+	uint64_t *at;
+	int rc;
+
+	if (!lost)
+		return 0;
+	if (!ino) /* a close: of a file open for writing across a loss */
+		return (sample & 1) && sample >> 1 != lost ? -EIO : 0;
+	rc = sample >> 1 != lost ? -EIO : 0;
+	pthread_mutex_lock(&e->q_lock);
+	at = bsearch(&ino, e->lost_ino, e->lost_n, sizeof(ino), ino_cmp);
+	if (at) { /* reported once: later fsyncs of it cover only later changes */
+		memmove(at, at + 1, (size_t)(e->lost_ino + e->lost_n - at - 1) * sizeof(ino));
+		e->lost_n--;
+		rc = -EIO;
+	}
+	pthread_mutex_unlock(&e->q_lock);
+	return rc;
+}
+
 int kv_is_shared(kv_env *e)
 {
 	return e->eng->shared;

@@ -264,6 +264,7 @@ void kv_close(kv_env *e)
 	kv_z_free(&e->wz);
 	e->eng->close(e);
 	free(e->chg);
+	free(e->lost_ino);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);
 	free(e->path);

@@ -108,7 +108,8 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 		return -EIO;
 	}
 	e->super = s;
-	e->next_ino = s.next_ino;
+	/* not below numbers a lost window gave out (window.c, invariant 5) */
+	e->next_ino = s.next_ino > e->ino_floor ? s.next_ino : e->ino_floor;
 	atomic_store(&e->features, s.feature_incompat);
 	return 0;
 }

@@ -219,6 +219,17 @@ void kv_set_log(kv_log_fn fn);
 typedef void (*kv_change_fn)(void *arg, uint64_t ino, const char *name, size_t len);
 int kv_watch(kv_env *env, kv_change_fn fn, void *arg);
 int kv_is_shared(kv_env *env);
+/* A shared store whose server went away while changes it had acknowledged
+ * waited for their commit lost them, and goes on (window.c). So that no
+ * fsync claims them: take kv_lost_sample at an open (writing: for writing),
+ * and kv_lost_check(sample, ino) at each fsync of that open file, and with
+ * ino 0 at its close. -EIO when the store lost changes while it was open
+ * (a close: only of a file open for writing, as NFS's close), and at the
+ * first fsync of an inode a loss changed, whenever it was opened (as
+ * Linux reports a writeback error to the next fsync); else 0. Always 0 on
+ * other stores. */
+uint64_t kv_lost_sample(kv_env *env, int writing);
+int kv_lost_check(kv_env *env, uint64_t sample, uint64_t ino);
 
 /* An image is named by a path (an LMDB image file) or by a postgresql://
  * (or postgres://) URL (a PostgreSQL database: docs/SCALE.md). 1 for a

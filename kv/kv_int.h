@@ -138,6 +138,13 @@ struct kv_env {
 	int win_commit;           /* q_lock: commit it now (size, a sync) */
 	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
 	                             -errno, and the store takes no more changes */
+	int win_told;             /* the role's: an op applied in it was told */
+	_Atomic uint64_t lost;    /* windows of told changes a shared store lost */
+	uint64_t *lost_ino;       /* q_lock: inodes they changed, each until an
+	                             fsync of it reports it (change.c) */
+	size_t lost_n, lost_cap;
+	uint64_t ino_floor;       /* the role's: inode numbers below it may have been
+	                             given out in a lost window: never again */
 	int win_ready;            /* q_lock: the writer thread has looked for room */
 	int role_waiters;         /* q_lock: readers waiting for the role */
 	pthread_cond_t role_cond; /* q_lock: the role came free */
@@ -199,6 +206,10 @@ void kv_change_begin(kv_env *e);
 /* Note a changed inode, a name added or removed in dir (the role). */
 void kv_change_ino(kv_env *e, uint64_t ino);
 void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len);
+/* The open transaction's changes were told, and its commit failed (the
+ * role; window.c invariant 5): count the loss, and keep the inodes it
+ * changed for kv_lost_check. */
+void kv_change_lost(kv_env *e);
 /* Hand the notes to the engine just before x commits. -errno. */
 int kv_change_publish(kv_env *e, kv_etxn *x);
 /* A message from the engine's listener: to the watcher, unless our own.

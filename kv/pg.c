@@ -170,6 +170,12 @@ static int pg_prelude(struct pg_conn *c, int depth)
 {
 	int rc;
 
+	/* The writer's transaction (the window) may have begun long ago, idle
+	 * while the server restarted or failed over: with nothing of it sent
+	 * yet, its connection is checked now and made again, not failed.
+	 * (A reader's begins just before its first statement.) */
+	if (c->begin_sql && c->writer && (rc = pg_alive(c)))
+		return rc;
 	if (c->broken)
 		return EIO;
 	if (c->pend_n - c->pend_at >= PG_PEND_MAX && (rc = pg_drain(c, NULL)))

@@ -41,12 +41,21 @@
  *     decides at kv_read_begin_ino (or starts over, kv_read_changed); the
  *     role holder excludes every map resize, so W is read without the map
  *     lock.
- *  5. A commit of W that fails loses what it held, which was told: the
- *     store then takes no more changes (-EROFS; kv_sync -EIO), and says so
- *     once, as ext4's errors=remount-ro does. The room a window may take is
- *     bounded by what the image holds allocated past its end plus half the
- *     host's free space, and by the map, so this needs another program
- *     filling the host meanwhile, or a failing disk.
+ *  5. A commit of W that fails loses what it held, which was told (a W
+ *     that told nothing loses nothing: its ops just failed). On a store of
+ *     its own (LMDB) the store then takes no more changes (-EROFS; kv_sync
+ *     -EIO), and says so once, as ext4's errors=remount-ro does. The room a
+ *     window may take is bounded by what the image holds allocated past its
+ *     end plus half the host's free space, and by the map, so this needs
+ *     another program filling the host meanwhile, or a failing disk.
+ *     On a shared store the server went away (a restart, a failover): the
+ *     store is at its last commit, as after a kill -9 of the daemon, and
+ *     the next W reads the superblock again. So the mount goes on once the
+ *     server answers, and reports the loss where a caller relies on it: the
+ *     fsyncs and close of a file open across it, and the first fsync of each
+ *     inode W changed, fail with EIO (kv_lost_check, as Linux reports a
+ *     writeback error); and the inode numbers W gave out are never given
+ *     again (ino_floor: the kernel may still hold files of W open).
  */
 #include <assert.h>
 #include <errno.h>
@@ -247,6 +256,7 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 		e->win_dirty = 1;
 		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
 	}
+	e->win_told = 1; /* its caller is told next */
 	e->win_bytes += e->wb_bytes - bytes;
 	e->win_pages += (e->wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
 	return APPLIED;
@@ -312,7 +322,7 @@ static void win_open(kv_env *e)
 	 * its first op, not now: an idle W holds nothing of theirs */
 	e->win_fresh = e->eng->shared;
 	kv_change_begin(e);
-	e->win_dirty = 0;
+	e->win_dirty = e->win_told = 0;
 	e->win_bytes = e->win_pages = 0;
 }
 
@@ -365,9 +375,20 @@ static int win_close(kv_env *e, int sync)
 	return rc;
 }
 
-/* The commit of told changes failed: they are lost; take no more. */
+/* The commit of told changes failed: they are lost (invariant 5). */
 static void win_fail(kv_env *e, int rc)
 {
+	if (e->eng->shared) {
+		if (e->next_ino > e->ino_floor)
+			e->ino_floor = e->next_ino; /* what W gave out, W's commit lost */
+		kv_change_lost(e);
+		kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
+		       "acknowledged since the last commit is lost; the fsyncs of the files it "
+		       "changed, and of those open now, report it; changes are taken again once "
+		       "the store answers",
+		       e->path, strerror(-rc));
+		return;
+	}
 	kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
 	       "acknowledged since the last commit is lost; no more changes are taken (unmount, "
 	       "check the host filesystem, mount again)", e->path, strerror(-rc));
@@ -436,8 +457,10 @@ static void win_turn(kv_env *e, struct kv_op *sync, struct kv_op *short_ops, int
 	int rc = 0;
 
 	if (e->win) {
+		int told = e->win_told;
+
 		rc = win_close(e, any_sync(sync) || stop);
-		if (rc)
+		if (rc && told)
 			win_fail(e, rc);
 	} else if (e->win_failed) {
 		rc = -EIO;

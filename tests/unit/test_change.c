@@ -3,8 +3,10 @@
  * one store: a commit tells the other mounts which inodes and names it
  * changed (in messages no larger than a NOTIFY carries), a mount skips its
  * own, and a writer reads the inode counter another mount moved before it
- * allocates. The store here is LMDB's engine marked shared, its messages
- * caught instead of sent.
+ * allocates; and a window whose commit a shared store lost (its server
+ * went away) after its changes were told: the mount goes on, and reports
+ * the loss to the fsyncs that would claim it. The store here is LMDB's
+ * engine marked shared, its messages caught instead of sent.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -238,6 +240,73 @@ static void counter_reloaded(void **state)
 	tu_image_free(&b);
 }
 
+static int fail_window; /* the window's next commit fails, as a lost server's */
+
+static int commit_or_lose(kv_env *e, kv_etxn *x)
+{
+	if (fail_window && x == e->win) {
+		fail_window = 0;
+		kv_engine_lmdb.txn_abort(e, x);
+		return EIO;
+	}
+	return kv_engine_lmdb.txn_commit(e, x);
+}
+
+/* A window of told changes lost: on a shared store the mount goes on (the
+ * numbers the window gave out never again), an fsync of a file open across
+ * the loss, or the first of an inode it changed, fails; on a store of its
+ * own (LMDB) the store takes no more changes. */
+static void lost_window(void **state)
+{
+	struct kv_open_opts win = {.durability = KV_DURABLE_NORMAL, .window_ms = 60000};
+	struct tu_image a;
+	struct kv_inode in;
+	uint64_t one, two, three, before, after;
+
+	(void)state;
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &win), 0);
+	make_shared(a.env);
+	shared_lmdb.txn_commit = commit_or_lose;
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
+	assert_int_equal(kv_settle(a.env), 0);
+	before = kv_lost_sample(a.env, 1);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "two", 0100644, &two), 0); /* told */
+	fail_window = 1;
+	assert_int_equal(kv_settle(a.env), -EIO);
+	assert_int_equal(tu_getattr(a.env, two, &in), -ENOENT);
+	assert_int_equal(tu_getattr(a.env, one, &in), 0);
+	/* the mount goes on, past the lost numbers */
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "three", 0100644, &three), 0);
+	assert_true(three > two);
+	assert_int_equal(kv_settle(a.env), 0);
+	/* a file open across the loss: its close (open for writing) and each
+	 * fsync; one opened after: neither */
+	after = kv_lost_sample(a.env, 1);
+	assert_int_equal(kv_lost_check(a.env, before, 0), -EIO);
+	assert_int_equal(kv_lost_check(a.env, before & ~1ULL, 0), 0); /* read-only */
+	assert_int_equal(kv_lost_check(a.env, after, 0), 0);
+	assert_int_equal(kv_lost_check(a.env, after, one), 0);
+	/* the root the loss changed: its first fsync, whenever it was opened */
+	assert_int_equal(kv_lost_check(a.env, after, KV_ROOT_INO), -EIO);
+	assert_int_equal(kv_lost_check(a.env, after, KV_ROOT_INO), 0);
+	assert_int_equal(kv_lost_check(a.env, before, KV_ROOT_INO), -EIO);
+	tu_image_free(&a);
+
+	/* a store of its own: no more changes */
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &win), 0);
+	shared_lmdb = kv_engine_lmdb;
+	shared_lmdb.txn_commit = commit_or_lose;
+	a.env->eng = &shared_lmdb;
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
+	fail_window = 1;
+	assert_int_equal(kv_settle(a.env), -EIO);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "two", 0100644, &two), -EROFS);
+	assert_int_equal(kv_lost_check(a.env, 0, KV_ROOT_INO), 0);
+	tu_image_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +314,7 @@ int main(void)
 		cmocka_unit_test(long_lists_split),
 		cmocka_unit_test(bad_messages),
 		cmocka_unit_test(counter_reloaded),
+		cmocka_unit_test(lost_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
