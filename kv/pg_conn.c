@@ -229,6 +229,16 @@ static int pg_state_errno(const char *st)
 	return EIO;
 }
 
+/* A prepare p failed, or the server skipped it after a failure before it
+ * in its pipeline segment: prepare it again at its next use. */
+static void pg_unprepared(struct pg_conn *c, const struct pg_pend *p)
+{
+	int i = p->prep - 1;
+
+	if (p->prep)
+		c->prepared[i / S_N] &= (uint16_t)~(1u << (i % S_N));
+}
+
 /* A statement failed (invariant 4). */
 static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult *r)
 {
@@ -239,11 +249,7 @@ static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult 
 		return pg_lost(c, PQresultErrorMessage(r)); /* FATAL, PANIC */
 	first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
 	kv_log("postgresql %s: %s", c->pe->disp, c->last_err);
-	if (p->prep) {
-		int i = p->prep - 1;
-
-		c->prepared[i / S_N] &= (uint16_t)~(1u << (i % S_N)); /* prepare it again */
-	}
+	pg_unprepared(c, p);
 	for (int d = 0; d <= c->depth; d++) {
 		if (c->open[d] != p->id)
 			continue;
@@ -274,6 +280,7 @@ static int pg_read_one(struct pg_conn *c, const struct pg_pend *p, const struct 
 		break;
 	case PGRES_PIPELINE_ABORTED:
 		prc = *seg_rc ? *seg_rc : EIO;
+		pg_unprepared(c, p);
 		break;
 	default:
 		prc = *seg_rc = pg_failed(c, p, r);

@@ -1417,6 +1417,7 @@ static void pg_child_failure(void **state)
 	kv_env *e = f->e;
 	kv_etxn *x, *child;
 	kv_val k, v, big;
+	uint64_t n;
 
 	x = wbegin(e, NULL);
 	put_ok(e, x, KV_DB_INODE, K("parent"), K("p"));
@@ -1439,6 +1440,15 @@ static void pg_child_failure(void **state)
 	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO);
 	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO); /* it takes abort only */
 	wabort(e, child);
+	/* a statement first prepared after a failure in the same pipeline
+	 * segment is skipped with it: prepared again at its next use */
+	child = wbegin(e, x);
+	k = big;
+	assert_int_equal(ENG->put(e, child, KV_DB_INODE, &k, &K("v"), 0), 0);
+	assert_int_equal(ENG->count(e, child, KV_DB_INODE, &n), EIO);
+	wabort(e, child);
+	assert_int_equal(ENG->count(e, x, KV_DB_INODE, &n), 0);
+	assert_int_equal(n, 1);
 	put_ok(e, x, KV_DB_INODE, K("parent2"), K("q"));
 	commit_ok(e, x);
 	x = NULL;
