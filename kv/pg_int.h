@@ -18,6 +18,9 @@
 
 /* The statements of one map, prepared on a connection at first use. */
 enum pg_stmt { S_GET, S_PUT, S_PUTNEW, S_DEL, S_COUNT, S_FIRST, S_LAST, S_GE, S_GT, S_LT, S_N };
+/* Slots of pg_conn.prepared past the maps' for the statements without a
+ * map (pg.c: enum pg_cmd), S_N of them a slot. */
+#define PG_CMD_SLOTS 6
 
 /* A message sent whose results are not read yet (pg_conn.pend). */
 struct pg_pend {
@@ -45,7 +48,9 @@ struct pg_conn {
 	int writer;               /* the env's writer: synchronous_commit by durability */
 	int broken;               /* lost: every call fails with EIO until a reset */
 	unsigned wait_ms;         /* how long one call waits for the server */
-	uint16_t prepared[KV_NDB]; /* bit s: statement s of the map prepared */
+	/* bit s of slot i: statement s of map i prepared; slots past KV_NDB:
+	 * pg.c's commands (statement i * S_N + s less the maps') */
+	uint16_t prepared[KV_NDB + PG_CMD_SLOTS];
 	char last_err[256];       /* the server's last error, first line */
 
 	struct pg_pend *pend;     /* sent, results unread: [pend_at, pend_n) */
@@ -53,7 +58,8 @@ struct pg_conn {
 	int unsynced;             /* statements sent since the last Sync */
 
 	/* the transaction (pg.c) */
-	const char *begin_sql;    /* its BEGIN, not sent yet: it goes with the first statement */
+	int begin_cmd;            /* its BEGIN (pg.c: enum pg_cmd), not sent yet: it goes
+	                             with the first statement; 0: none */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
 	int depth;                /* the innermost open level; -1: none */
 	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */
