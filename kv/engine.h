@@ -113,6 +113,12 @@ struct kv_engine {
 	void (*read_free)(kv_env *e, kv_etxn *x);
 
 	int (*get)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v);
+	/* A get of key k of db in x is coming (an op knows the records it will
+	 * read before it reads the first): an engine whose gets each wait for
+	 * a server sends it now, so that the gets an op makes together cost
+	 * one wait (pg.c); one that reads its own map does nothing (lmdb.c).
+	 * The get answers as it would have without: a hint, nothing more. */
+	void (*prefetch)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k);
 	int (*put)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
 		   unsigned flags);
 	int (*del)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k);

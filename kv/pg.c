@@ -25,6 +25,11 @@
  *          that carries whatever went before. A child that sent changes
  *          without waiting reads their results at its commit (one round
  *          trip), so that a failure is its own (contract 4).
+ *   both:  a get, del or NOOVERWRITE put of a key the transaction read or
+ *          wrote before is answered from what it knows (pg_cache.c: no
+ *          round trip; a del of a key known there goes without waiting);
+ *          prefetch sends a get without waiting, so that the gets an op
+ *          names first share one round trip.
  *
  * A connection's transaction (depth: the innermost open level):
  *
@@ -263,7 +268,11 @@ static int pg_prelude(struct pg_conn *c, int depth)
 		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
 
 		c->rsv.on = 0;
-		return pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
+		rc = pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
+		if (!rc) /* its bytes are known now (pg_cache.c invariant 1) */
+			pg_cache_set(c, c->rsv.depth, c->rsv.db, k.data, k.size, PC_VAL, v.data,
+				     v.size, 1);
+		return rc;
 	}
 	return 0;
 }
@@ -369,9 +378,13 @@ static void pg_touch(struct pg_conn *c, enum kv_db db, const void *k, size_t kle
 
 /* -------------------------------------------------------- transactions -- */
 
-/* The top level ended: what it handed out goes (invariant 2). */
+/* The top level ended: what it handed out goes (invariant 2), and what it
+ * knew (pg_cache.c invariant 3). */
 static void pg_txn_end(struct pg_conn *c)
 {
+	for (size_t i = c->pend_at; i < c->pend_n; i++)
+		c->pend[i].ent = NULL;
+	pg_cache_end(c);
 	clear_all(c->held, &c->nheld);
 	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
 		PQclear(cur->res);
@@ -464,6 +477,7 @@ static void pg_child_abort(kv_etxn *x)
 	c->depth = d - 1;
 	if (c->fail_depth == d)
 		c->fail_depth = INT_MAX;
+	pg_cache_abort(c, d);
 	/* The parent's cursors: the child's writes made those they touch
 	 * stale already (pg_touch), so they fetch again after the rollback. */
 	if (!pg_sync(c) && !pg_send_cmd(c, c->open[d - 1], C_UNDO + d, NULL, 0))
@@ -487,6 +501,7 @@ static int pg_child_commit(kv_etxn *x)
 	}
 	c->open[d] = 0;
 	c->depth = d - 1;
+	pg_cache_commit(c, d);
 	rc = pg_send_cmd(c, c->open[d - 1], C_RELEASE + d, NULL, 0); /* the parent's now */
 	free(x);
 	return rc;
@@ -626,23 +641,110 @@ static void pg_read_free(kv_env *e, kv_etxn *x)
 
 /* ------------------------------------------------------------- records -- */
 
+/* What level depth knows of key k of db (pg_cache.c): a value or an
+ * absence, a prefetch's result waited for; NULL to ask the server (or a
+ * failure in *rc). */
+static struct pg_centry *pg_known(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k,
+				  int *rc)
+{
+	struct pg_centry *ce;
+
+	*rc = pg_prelude(c, depth); /* a failed level; a reserved put sent */
+	if (*rc)
+		return NULL;
+	ce = pg_cache_find(c, db, k->data, k->size);
+	if (!ce || ce->state != PC_PEND)
+		return ce;
+	*rc = pg_drain(c, NULL);
+	if (!*rc && c->fail_depth <= depth)
+		*rc = c->fail_rc;
+	if (*rc)
+		return NULL;
+	ce = pg_cache_find(c, db, k->data, k->size);
+	if (ce && ce->state == PC_PEND) { /* its result went with a lost connection */
+		pg_cache_drop(c, db, k->data, k->size);
+		ce = NULL;
+	}
+	return ce;
+}
+
+/* The server's answer r to a get of key k of db (0 or 1 rows, taken):
+ * KV_ENOTFOUND, or 0 with *v and r held; the cache told either way. */
+static int pg_got(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k, PGresult *r,
+		  kv_val *v)
+{
+	int rc;
+
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		pg_cache_set(c, depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
+		return KV_ENOTFOUND;
+	}
+	if ((rc = pg_hold(c, r)))
+		return rc;
+	pg_val(r, 0, 0, v);
+	pg_cache_set(c, depth, db, k->data, k->size, PC_VAL, v->data, v->size, 0);
+	return 0;
+}
+
 static int pg_get(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 {
+	struct pg_centry *ce;
 	PGresult *r;
 	int rc;
 
 	(void)e;
-	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+	ce = pg_known(x->c, x->depth, db, k, &rc);
 	if (rc)
 		return rc;
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return KV_ENOTFOUND;
+	if (ce) {
+		if (ce->state == PC_NONE)
+			return KV_ENOTFOUND;
+		v->data = (void *)ce->val;
+		v->size = ce->vlen;
+		return 0;
 	}
-	if ((rc = pg_hold(x->c, r)))
-		return rc;
-	pg_val(r, 0, 0, v);
-	return 0;
+	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+	return rc ? rc : pg_got(x->c, x->depth, db, k, r, v);
+}
+
+/* engine.h: the get goes now, its result to the cache; the get that
+ * follows waits for it with whatever else went meanwhile. */
+static void pg_prefetch(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
+{
+	struct pg_conn *c = x->c;
+
+	(void)e;
+	if (pg_cache_find(c, db, k->data, k->size))
+		return; /* known, or on its way */
+	if (pg_send_stmt(c, x->depth, db, S_GET, k, NULL, 0, 0))
+		return; /* the get will say why */
+	c->pend[c->pend_n - 1].ent =
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_PEND, NULL, 0, 0);
+}
+
+void pg_prefetched(struct pg_conn *c, const struct pg_pend *p, PGresult *r)
+{
+	struct pg_centry *ce = p->ent;
+	kv_val v;
+
+	if (ce->state != PC_PEND) { /* dropped, or changed since it went */
+		PQclear(r);
+		return;
+	}
+	if (!r || (PQntuples(r) && pg_hold(c, r))) { /* pg_hold cleared it */
+		pg_cache_drop(c, ce->db, ce->key, ce->klen);
+		return;
+	}
+	if (!PQntuples(r)) {
+		PQclear(r);
+		ce->state = PC_NONE;
+		return;
+	}
+	pg_val(r, 0, 0, &v);
+	ce->state = PC_VAL;
+	ce->val = v.data;
+	ce->vlen = v.size;
 }
 
 /* KV_PUT_RESERVE: the bytes go with the next statement (contract 7). */
@@ -678,62 +780,106 @@ static int pg_reserve(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 	rs->on = 1;
 	v->data = rs->buf;
 	pg_touch(c, db, k->data, k->size);
+	pg_cache_drop(c, db, k->data, k->size); /* known again when it goes */
 	return 0;
+}
+
+/* NOOVERWRITE: KV_EKEYEXIST with the value there in *v (as LMDB gives
+ * it); 1 when it went in (S_PUTNEW), 0 when the put is still to be made. */
+static int pg_put_new(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v, unsigned flags)
+{
+	struct pg_conn *c = x->c;
+	/* With RESERVE, a look first; without, the insert itself. */
+	enum pg_stmt s = flags & KV_PUT_RESERVE ? S_GET : S_PUTNEW;
+	struct pg_centry *ce;
+	PGresult *r;
+	kv_val there;
+	int rc;
+
+	ce = pg_known(c, x->depth, db, k, &rc);
+	if (rc)
+		return rc;
+	if (ce && ce->state == PC_NONE)
+		return 0; /* a plain put does */
+	if (ce) {
+		v->data = (void *)ce->val;
+		v->size = ce->vlen;
+		return KV_EKEYEXIST;
+	}
+	rc = pg_call(c, x->depth, db, s, k, v, 0, &r);
+	if (rc)
+		return rc;
+	if (s == S_PUTNEW && !PQntuples(r)) {
+		PQclear(r);
+		pg_touch(c, db, k->data, k->size);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_VAL, v->data, v->size, 1);
+		return 1;
+	}
+	rc = pg_got(c, x->depth, db, k, r, &there);
+	if (rc == KV_ENOTFOUND)
+		return 0;
+	if (rc == 0) {
+		*v = there;
+		rc = KV_EKEYEXIST;
+	}
+	return rc;
 }
 
 static int pg_put(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
 		  unsigned flags)
 {
 	struct pg_conn *c = x->c;
-	PGresult *r;
 	int rc;
 
 	(void)e;
 	if (x->kind != PG_WRITE)
 		return EACCES;
 	if (flags & KV_PUT_NOOVERWRITE) {
-		/* With RESERVE, a look first; without, the insert itself. */
-		enum pg_stmt s = flags & KV_PUT_RESERVE ? S_GET : S_PUTNEW;
-
-		rc = pg_call(c, x->depth, db, s, k, v, 0, &r);
+		rc = pg_put_new(x, db, k, v, flags);
 		if (rc)
-			return rc;
-		if (PQntuples(r)) {
-			if ((rc = pg_hold(c, r)))
-				return rc;
-			pg_val(r, 0, 0, v); /* the value there, as LMDB gives it */
-			return KV_EKEYEXIST;
-		}
-		PQclear(r);
-		if (s == S_PUTNEW) {
-			pg_touch(c, db, k->data, k->size);
-			return 0;
-		}
+			return rc == 1 ? 0 : rc;
 	}
 	if (flags & KV_PUT_RESERVE)
 		return pg_reserve(x, db, k, v);
 	rc = pg_send_stmt(c, x->depth, db, S_PUT, k, v, 0, 0);
-	if (!rc)
+	if (!rc) {
 		pg_touch(c, db, k->data, k->size);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_VAL, v->data, v->size, 1);
+	}
 	return rc;
 }
 
 static int pg_del(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
 {
+	struct pg_conn *c = x->c;
+	struct pg_centry *ce;
 	PGresult *r;
 	int rc, gone;
 
 	(void)e;
 	if (x->kind != PG_WRITE)
 		return EACCES;
-	rc = pg_call(x->c, x->depth, db, S_DEL, k, NULL, 0, &r);
+	ce = pg_known(c, x->depth, db, k, &rc);
 	if (rc)
 		return rc;
-	gone = strcmp(PQcmdTuples(r), "0") != 0;
-	PQclear(r);
-	if (!gone)
+	if (ce && ce->state == PC_NONE)
 		return KV_ENOTFOUND;
-	pg_touch(x->c, db, k->data, k->size);
+	if (ce) { /* there: nothing to wait for, as a put */
+		rc = pg_send_stmt(c, x->depth, db, S_DEL, k, NULL, 0, 0);
+		if (rc)
+			return rc;
+	} else {
+		rc = pg_call(c, x->depth, db, S_DEL, k, NULL, 0, &r);
+		if (rc)
+			return rc;
+		gone = strcmp(PQcmdTuples(r), "0") != 0;
+		PQclear(r);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
+		if (!gone)
+			return KV_ENOTFOUND;
+	}
+	pg_touch(c, db, k->data, k->size);
+	pg_cache_set(c, x->depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
 	return 0;
 }
 
@@ -967,8 +1113,11 @@ static int pg_cur_del(kv_env *e, kv_ecur *cur)
 		return EACCES;
 	pg_val(cur->res, cur->row, 0, &at);
 	rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
-	if (!rc) /* its rows stay right: NEXT moves on from them */
+	if (!rc) { /* its rows stay right: NEXT moves on from them */
 		pg_touch(cur->c, cur->db, at.data, at.size);
+		pg_cache_set(cur->c, cur->x->depth, cur->db, at.data, at.size, PC_NONE, NULL, 0,
+			     0);
+	}
 	return rc;
 }
 
@@ -1191,6 +1340,7 @@ const struct kv_engine kv_engine_pg = {
 	.read_end = pg_read_end,
 	.read_free = pg_read_free,
 	.get = pg_get,
+	.prefetch = pg_prefetch,
 	.put = pg_put,
 	.del = pg_del,
 	.count = pg_count,

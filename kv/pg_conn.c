@@ -302,6 +302,11 @@ static int pg_read_one(struct pg_conn *c, const struct pg_pend *p, const struct 
 			return 0;
 		}
 	}
+	if (p->ent) { /* a prefetch's: to the cache (pg.c) */
+		pg_prefetched(c, p, prc ? NULL : r);
+		if (!prc)
+			return 0;
+	}
 	PQclear(r);
 	return 0;
 }
@@ -445,6 +450,7 @@ void pg_conn_free(struct pg_conn *c)
 	if (!c)
 		return;
 	PQfinish(c->pq);
+	pg_cache_free(c);
 	free(c->pend);
 	free(c->held);
 	free(c->rsv.key);

@@ -1,8 +1,9 @@
 /*
- * pg_int.h - shared by the PostgreSQL engine's two files: pg.c (the calls of
- * engine.h: transactions, records, cursors, create and open) and pg_conn.c
+ * pg_int.h - shared by the PostgreSQL engine's files: pg.c (the calls of
+ * engine.h: transactions, records, cursors, create and open), pg_conn.c
  * (its connections: connect, the pipeline and its results, errors, reset,
- * the pool of idle connections). Nothing else includes it.
+ * the pool of idle connections), pg_cache.c (what a transaction knows of
+ * its records) and pg_listen.c (many mounts). Nothing else includes it.
  */
 #ifndef KVFS_PG_INT_H
 #define KVFS_PG_INT_H
@@ -28,6 +29,31 @@ struct pg_pend {
 	short prep;          /* a prepare: 1 + db * S_N + statement; 0: not one */
 	unsigned char sync;  /* a Sync, not a statement */
 	unsigned char want;  /* its result goes to the caller of pg_drain */
+	struct pg_centry *ent; /* a prefetch: its result goes to this cache entry */
+};
+
+/* What a connection's transaction knows of its records (pg_cache.c). */
+struct pg_cache {
+	struct pg_centry **tab;   /* hash chains: mask + 1 of them */
+	size_t mask, n;
+	struct pg_centry *lvl[PG_MAX_DEPTH]; /* each open level's entries */
+	struct pg_chunk *arena;   /* entries and copied values, to the top level's end */
+	size_t bytes;             /* taken from the arena since the top level began */
+};
+
+/* An entry: a record's value (PC_VAL), its absence (PC_NONE), or a get on
+ * its way (PC_PEND); PC_DEAD once dropped, until the arena goes. */
+enum pg_cstate { PC_DEAD, PC_VAL, PC_NONE, PC_PEND };
+
+struct pg_centry {
+	struct pg_centry *hnext;  /* hash chain */
+	struct pg_centry *lnext, **lprevp; /* its level's list */
+	int depth;                /* the level that learned or changed it last */
+	unsigned char db, state;
+	uint32_t hash;
+	const void *val;          /* PC_VAL: vlen bytes, in a held result or the arena */
+	size_t vlen, klen;
+	unsigned char key[];
 };
 
 /* A put with KV_PUT_RESERVE whose bytes the caller is still writing: sent
@@ -70,6 +96,7 @@ struct pg_conn {
 	size_t nheld, held_cap;
 	struct kv_ecur *curs;     /* cursors open on it */
 	struct pg_reserve rsv;
+	struct pg_cache cache;
 };
 
 enum pg_kind { PG_WRITE, PG_READ, PG_RDONLY };
@@ -96,6 +123,28 @@ struct pg_env {
 	char chan[32];
 	struct pg_listener *listener;
 };
+
+/* pg_cache.c (invariants there). The entry of key k of db, live, or NULL. */
+struct pg_centry *pg_cache_find(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
+/* Level depth learned or changed key k of db: state (PC_VAL with vlen
+ * bytes at v, copied into the arena when copy, else kept where they are;
+ * PC_NONE; PC_PEND). The entry, or NULL when there was no room (the key's
+ * entry is then dropped: nothing known of it). */
+struct pg_centry *pg_cache_set(struct pg_conn *c, int depth, enum kv_db db, const void *k,
+			       size_t klen, enum pg_cstate state, const void *v, size_t vlen,
+			       int copy);
+/* Forget what is known of key k of db. */
+void pg_cache_drop(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
+/* Child level depth committed: its entries are its parent's; aborted: they
+ * are dropped. */
+void pg_cache_commit(struct pg_conn *c, int depth);
+void pg_cache_abort(struct pg_conn *c, int depth);
+/* The top level ended: every entry goes (the arena's first chunk stays). */
+void pg_cache_end(struct pg_conn *c);
+void pg_cache_free(struct pg_conn *c);
+/* pg.c, for pg_drain: the result r of prefetch p (NULL: it failed), handed
+ * over. */
+void pg_prefetched(struct pg_conn *c, const struct pg_pend *p, PGresult *r);
 
 /* pg_listen.c: the names of the filesystem's lock and channel, from the
  * schema that holds its tables. */

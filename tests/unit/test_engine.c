@@ -747,12 +747,24 @@ static void step_child(struct run *r, int begin)
 	rec_drop(r, r->depth, 0, NULL, 0);
 }
 
+/* A prefetch (engine.h): changes nothing the model sees; the gets, puts
+ * and dels of the key that follow answer as without it. */
+static void step_prefetch(struct run *r, int i)
+{
+	unsigned char k[8];
+	kv_val kv = {rnd_key(k), k};
+
+	ENG->prefetch(r->e, r->x[r->depth], run_db[i], &kv);
+}
+
 static void step(struct run *r)
 {
-	unsigned op = rndn(100), i = rndn(2);
+	unsigned op = rndn(108), i = rndn(2);
 	uint64_t n;
 
-	if (op < 25)
+	if (op >= 100)
+		step_prefetch(r, (int)i);
+	else if (op < 25)
 		step_put(r, (int)i, 0);
 	else if (op < 31)
 		step_put(r, (int)i, KV_PUT_NOOVERWRITE);
@@ -973,6 +985,8 @@ static void cursor_del(void **state)
 
 	put_ckeys(e);
 	x = wbegin(e, NULL);
+	k = ckeys[1];
+	assert_int_equal(ENG->get(e, x, KV_DB_DIRENT, &k, &v), 0); /* known before it goes */
 	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
 	k = ckeys[1];
 	cur_is(e, c, KV_SET_KEY, &k, &ckeys[1]);
@@ -1071,6 +1085,88 @@ static void cursor_renew(void **state)
 /* NOOVERWRITE and RESERVE; empty and 64 KiB values; a reserved value
  * written by the caller after put reaches the store before the next call
  * (contract 7), whichever call that is. */
+/* A NOOVERWRITE put of k, then another: KV_EKEYEXIST, the first value in v. */
+static void put_new_twice(kv_env *e, kv_etxn *x, enum kv_db db, kv_val k, const char *first)
+{
+	kv_val v = {strlen(first), (void *)first};
+
+	assert_int_equal(ENG->put(e, x, db, &k, &v, KV_PUT_NOOVERWRITE), 0);
+	v = K("second");
+	assert_int_equal(ENG->put(e, x, db, &k, &v, KV_PUT_NOOVERWRITE), KV_EKEYEXIST);
+	assert_int_equal(v.size, strlen(first));
+	assert_memory_equal(v.data, first, v.size);
+}
+
+/* Prefetches (engine.h) among changes: whatever comes between a prefetch
+ * and the get of its key (a put, a del, a reserve, a child that ends), the
+ * get answers as it would without it. */
+static void prefetch_writes(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x, *child, *rx = NULL;
+	kv_val k, v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("a"), K("one"));
+	put_ok(e, x, KV_DB_INODE, K("b"), K("one"));
+	put_ok(e, x, KV_DB_INODE, K("c"), K("one"));
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	ENG->prefetch(e, x, KV_DB_INODE, &K("a"));
+	ENG->prefetch(e, x, KV_DB_INODE, &K("a")); /* twice: one get */
+	put_ok(e, x, KV_DB_INODE, K("a"), K("two"));
+	get_is(e, x, KV_DB_INODE, K("z"), NULL); /* waits: the prefetch's result comes */
+	get_is(e, x, KV_DB_INODE, K("a"), "two");
+	ENG->prefetch(e, x, KV_DB_INODE, &K("b"));
+	assert_int_equal(ENG->del(e, x, KV_DB_INODE, &K("b")), 0);
+	get_is(e, x, KV_DB_INODE, K("b"), NULL);
+	assert_int_equal(ENG->del(e, x, KV_DB_INODE, &K("b")), KV_ENOTFOUND);
+	ENG->prefetch(e, x, KV_DB_INODE, &K("c"));
+	k = K("c");
+	v = (kv_val){3, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_INODE, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, "res", 3);
+	get_is(e, x, KV_DB_INODE, K("c"), "res");
+	ENG->prefetch(e, x, KV_DB_INODE, &K("d"));
+	put_new_twice(e, x, KV_DB_INODE, K("d"), "dee");
+	/* a child's prefetch and changes, then its abort: the parent's own */
+	child = wbegin(e, x);
+	ENG->prefetch(e, child, KV_DB_INODE, &K("a"));
+	ENG->prefetch(e, child, KV_DB_INODE, &K("e"));
+	put_ok(e, child, KV_DB_INODE, K("a"), K("three"));
+	put_ok(e, child, KV_DB_INODE, K("e"), K("child"));
+	get_is(e, child, KV_DB_INODE, K("e"), "child");
+	assert_int_equal(ENG->del(e, child, KV_DB_INODE, &K("d")), 0);
+	wabort(e, child);
+	get_is(e, x, KV_DB_INODE, K("a"), "two");
+	get_is(e, x, KV_DB_INODE, K("e"), NULL);
+	get_is(e, x, KV_DB_INODE, K("d"), "dee");
+	/* a child that prefetched commits before the result is read */
+	child = wbegin(e, x);
+	ENG->prefetch(e, child, KV_DB_INODE, &K("f"));
+	put_ok(e, child, KV_DB_INODE, K("g"), K("gee"));
+	commit_ok(e, child);
+	get_is(e, x, KV_DB_INODE, K("f"), NULL);
+	get_is(e, x, KV_DB_INODE, K("g"), "gee");
+	/* a prefetch the top level never reads: gone with it */
+	ENG->prefetch(e, x, KV_DB_INODE, &K("h"));
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("h"), K("aitch"));
+	ENG->prefetch(e, x, KV_DB_INODE, &K("i"));
+	wabort(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	ENG->prefetch(e, rx, KV_DB_INODE, &K("c"));
+	get_is(e, rx, KV_DB_INODE, K("a"), "two");
+	get_is(e, rx, KV_DB_INODE, K("b"), NULL);
+	get_is(e, rx, KV_DB_INODE, K("c"), "res");
+	get_is(e, rx, KV_DB_INODE, K("d"), "dee");
+	get_is(e, rx, KV_DB_INODE, K("g"), "gee");
+	get_is(e, rx, KV_DB_INODE, K("h"), NULL);
+	ENG->read_free(e, rx);
+}
+
 static void put_flags(void **state)
 {
 	struct fix *f = *state;
@@ -1084,12 +1180,7 @@ static void put_flags(void **state)
 		big[i] = (unsigned char)(i * 31 + 7);
 	x = wbegin(e, NULL);
 	k = K("a");
-	v = K("first");
-	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), 0);
-	v = K("second");
-	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), KV_EKEYEXIST);
-	assert_int_equal(v.size, 5);
-	assert_memory_equal(v.data, "first", 5);
+	put_new_twice(e, x, KV_DB_XATTR, k, "first");
 	get_is(e, x, KV_DB_XATTR, k, "first");
 	put_ok(e, x, KV_DB_XATTR, K("empty"), (kv_val){0, NULL});
 	get_is(e, x, KV_DB_XATTR, K("empty"), "");
@@ -1158,6 +1249,7 @@ static void read_snapshots(void **state)
 	x = wbegin(e, NULL);
 	put_ok(e, x, KV_DB_INODE, K("k"), K("two"));
 	put_ok(e, x, KV_DB_INODE, K("k2"), K("two"));
+	ENG->prefetch(e, rx, KV_DB_INODE, &K("k2")); /* its result read after the commit */
 	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* not committed */
 	commit_ok(e, x);
 	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* committed after it began */
@@ -1195,6 +1287,10 @@ static void *reader(void *p)
 
 		if (ENG->read_begin(a->e, &rx))
 			break;
+		if (a->reads & 1) { /* the snapshot then taken with the prefetch */
+			ENG->prefetch(a->e, rx, KV_DB_INODE, &k2);
+			ENG->prefetch(a->e, rx, KV_DB_INODE, &k1);
+		}
 		if (ENG->get(a->e, rx, KV_DB_INODE, &k1, &v1) ||
 		    ENG->get(a->e, rx, KV_DB_INODE, &k2, &v2) || v1.size != v2.size ||
 		    memcmp(v1.data, v2.data, v1.size))
@@ -1389,8 +1485,10 @@ static void pg_lost_connection(void **state)
 	x = wbegin(e, NULL);
 	get_is(e, x, KV_DB_INODE, k, "v");
 	the->kill();
-	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &k, &v), EIO);
-	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), EIO);
+	/* a key neither has read: the server is asked (one read before may be
+	 * answered from what the transaction knows, pg_cache.c) */
+	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &K("other"), &v), EIO);
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &K("other"), &v), EIO);
 	assert_int_equal(wcommit(e, x), EIO);
 	ENG->read_end(e, rx);
 	/* the next begin resets: first the lost one, then one idle meanwhile */
@@ -1549,6 +1647,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(cursor_long_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_renew, setup, teardown),
 		cmocka_unit_test_setup_teardown(put_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(prefetch_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_snapshots, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(create_open, setup, teardown),
