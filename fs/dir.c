@@ -56,8 +56,12 @@ static int find_name(kv_txn *t, const void *arg, struct kv_inode *in)
 {
 	const struct name *n = arg;
 	struct kv_dirent de;
-	int rc = kv_inode_get(t, n->parent, in);
+	int rc;
 
+	/* read together, one wait on a server (kv_inode_prefetch) */
+	kv_inode_prefetch(t, n->parent);
+	kv_dirent_prefetch(t, n->parent, n->name, n->len);
+	rc = kv_inode_get(t, n->parent, in);
 	if (rc == 0 && !S_ISDIR(in->mode))
 		rc = -ENOTDIR;
 	if (rc == 0)
@@ -155,6 +159,10 @@ static int apply_mknod(kv_txn *t, void *arg)
 	int64_t now = fs_now_ns();
 	int rc;
 
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
+	if (fs.cfg.acl && !S_ISLNK(a->mode)) /* create_acl's */
+		kv_xattr_prefetch(t, a->parent, KV_ACL_DEFAULT);
 	rc = get_dir(t, a->parent, &dir);
 	if (rc)
 		return rc;
@@ -271,6 +279,9 @@ static int apply_link(kv_txn *t, void *arg)
 	int64_t now = fs_now_ns();
 	int rc;
 
+	kv_inode_prefetch(t, a->link_ino);
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
 	rc = kv_inode_get(t, a->link_ino, in);
 	if (rc)
 		return rc;
@@ -393,6 +404,8 @@ static int apply_remove(kv_txn *t, void *arg)
 	struct kv_dirent de;
 	int rc;
 
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
 	rc = get_dir(t, a->parent, &dir);
 	if (!rc)
 		rc = kv_dirent_lookup(t, a->parent, a->name, a->len, &de);
@@ -542,6 +555,10 @@ static int apply_rename(kv_txn *t, void *arg)
 	int rc, exists;
 
 	a->moved[0] = a->moved[1] = 0;
+	kv_inode_prefetch(t, a->parent);
+	kv_inode_prefetch(t, a->newparent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
+	kv_dirent_prefetch(t, a->newparent, a->newname, a->newlen);
 	rc = get_dir(t, a->parent, p);
 	if (rc)
 		return rc;

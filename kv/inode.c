@@ -45,6 +45,14 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 	return rc;
 }
 
+void kv_inode_prefetch(kv_txn *t, uint64_t ino)
+{
+	unsigned char kb[8];
+	kv_val k = ino_key(kb, ino);
+
+	kv_eprefetch(t, KV_DB_INODE, &k);
+}
+
 int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 {
 	unsigned char kb[8], inl[KV_SYMLINK_MAX];

@@ -387,6 +387,11 @@ static inline int kv_eget(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v)
 	return t->env->eng->get(t->env, t->txn, db, k, v);
 }
 
+static inline void kv_eprefetch(kv_txn *t, enum kv_db db, const kv_val *k)
+{
+	t->env->eng->prefetch(t->env, t->txn, db, k);
+}
+
 static inline int kv_eput(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v, unsigned flags)
 {
 	return t->env->eng->put(t->env, t->txn, db, k, v, flags);
