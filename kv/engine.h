@@ -156,6 +156,11 @@ struct kv_engine {
 	/* Shared stores: take the writers' lock in the top-level write
 	 * transaction x (its next statement waits for it), held to its end. */
 	int (*lock)(kv_env *e, kv_etxn *x);
+	/* A write transaction may go on and end on any thread (the one that
+	 * holds the writer's role, window.c): 1 for PostgreSQL, whose
+	 * transaction is its connection's; 0 for LMDB, whose write lock
+	 * belongs to the thread that began it. */
+	int any_thread;
 	/* The store grows a map of its own in one file (room.c, flusher.c,
 	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
 	 * never fills, and nothing is allocated ahead. */

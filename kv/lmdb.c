@@ -731,5 +731,6 @@ const struct kv_engine kv_engine_lmdb = {
 	.usage = lmdb_usage,
 	.backup = lmdb_backup,
 	.strerror = lmdb_strerror,
+	.any_thread = 0,
 	.map = 1,
 };

@@ -1357,6 +1357,7 @@ const struct kv_engine kv_engine_pg = {
 	.publish = pg_publish,
 	.listen = pg_listen,
 	.lock = pg_lock,
+	.any_thread = 1,
 	.map = 0,
 	.shared = 1,
 };

@@ -14,16 +14,18 @@
  *   writer thread:  begin W ... (ops applied into W, each told) ... commit W,
  *                   begin W' ...
  *   a kv_write:     the role free and W open: apply into a child of W on
- *                   its own thread, told at once; else queued for the
- *                   writer thread, which applies it into W
+ *                   its own thread, told at once (a commit or a sync of W
+ *                   too, where the engine lets any thread end W); else
+ *                   queued for the writer thread, which applies it into W
  *   a reader:       its snapshot, unless the inode it reads changed in W or
  *                   a commit came since it began: then W itself, with the
  *                   writer's role held until kv_read_end
  *
  * Invariants:
  *  1. W is begun and committed by the writer thread alone (LMDB's write lock
- *     belongs to the thread that took it); any holder of the writer's role
- *     may apply ops into a child of W or read W. The map is resized, and
+ *     belongs to the thread that took it), or by any holder of the role
+ *     where the engine allows it (engine.h: any_thread); any holder of the
+ *     writer's role may apply ops into a child of W or read W. The map is resized, and
  *     the room measured, only while W is closed (LMDB: no transaction
  *     open), by the role.
  *  2. Every op runs in a child transaction of W: a failure is rolled back
@@ -208,6 +210,8 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 	int mrc, rc;
 
 	assert(kv_role_mine(e) && e->win);
+	if (op->apply == kv_apply_nothing)
+		return op->rc = 0, APPLIED; /* a commit's or a sync's mark: no child, no lock */
 	if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
 		return op->rc = -ENOSPC, FAILED;
 	if (e->win_fresh) { /* a shared store: W's first op, see win_open */
@@ -258,9 +262,29 @@ static int win_full(const kv_env *e)
 	return e->win_pages >= e->win_room || e->win_bytes >= WIN_BYTES_MAX;
 }
 
+static int win_close(kv_env *e, int sync);
+static void win_open(kv_env *e);
+static void win_fail(kv_env *e, int rc);
+
+/* A commit (and sync) of W asked by a thread that holds the role: here,
+ * not by the writer thread (invariant 1: the engine allows it), which
+ * saves two thread wakeups a close(2) on a shared store (file.c). */
+static int win_commit_here(kv_env *e, int sync)
+{
+	int rc = win_close(e, sync);
+
+	if (rc) {
+		win_fail(e, rc);
+		return -EIO; /* not durable, or lost (as win_turn tells) */
+	}
+	win_open(e);
+	return 0;
+}
+
 int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc)
 {
 	struct kv_op op = {.apply = apply, .arg = arg, .flags = flags};
+	int commit = flags & (KV_OP_SYNC | KV_OP_COMMIT);
 	enum applied how;
 
 	pthread_mutex_lock(&e->q_lock);
@@ -268,12 +292,19 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	 * writer thread's batch takes them before this op, which applied here
 	 * would overtake them (a utimensat after a read lost to its atime) */
 	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win || e->win_commit ||
-	    e->win_failed || (flags & (KV_OP_SYNC | KV_OP_COMMIT))) {
+	    e->win_failed || (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
 		pthread_mutex_unlock(&e->q_lock);
 		return 0; /* the writer thread's */
 	}
 	kv_role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
+	if (commit) {
+		*rc = win_commit_here(e, flags & KV_OP_SYNC);
+		pthread_mutex_lock(&e->q_lock);
+		kv_role_release_locked(e);
+		pthread_mutex_unlock(&e->q_lock);
+		return 1;
+	}
 	how = win_apply(e, &op);
 	pthread_mutex_lock(&e->q_lock);
 	if (how == APPLIED && win_full(e))

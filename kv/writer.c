@@ -688,8 +688,18 @@ int kv_settle(kv_env *e)
 
 	if (e->readonly || !e->writer_running)
 		return 0;
-	if (e->window_ms) /* what was applied, counted as committed */
-		return kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
+	if (e->window_ms) {
+		/* what was applied, counted as committed; nothing applied since
+		 * the last commit (a close after reads): nothing to wait for */
+		int idle;
+
+		pthread_mutex_lock(&e->q_lock);
+		/* win_dirty is the role's: read while nobody holds it */
+		idle = !e->w_busy && !e->q_head && !e->lazy_head && !e->win_commit &&
+		       !e->win_failed && !(e->win && e->win_dirty);
+		pthread_mutex_unlock(&e->q_lock);
+		return idle ? 0 : kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
+	}
 	pthread_mutex_lock(&e->q_lock);
 	lazy = e->lazy_head != NULL;
 	pthread_mutex_unlock(&e->q_lock);
@@ -728,6 +738,9 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 	struct waiter w = {.apply = apply, .arg = arg};
 	struct kv_op op = {.apply = waiter_apply, .done = waiter_done, .arg = &w, .flags = flags};
 	int rc;
+
+	if (apply == kv_apply_nothing) /* as it is: the window knows it (win_apply) */
+		op.apply = kv_apply_nothing;
 
 	if (e->readonly || !e->writer_running)
 		return -EROFS;
