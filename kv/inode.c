@@ -98,17 +98,30 @@ int kv_super_store(kv_txn *t, const struct kv_super *s)
 	return kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0), "put superblock");
 }
 
-int kv_super_reload(kv_env *e, kv_etxn *x)
+int kv_super_lock(kv_env *e, kv_etxn *x)
+{
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY};
+	int rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
+
+	if (rc == 0)
+		e->eng->prefetch(e, x, KV_DB_META, &k);
+	return rc;
+}
+
+int kv_super_check(kv_env *e, kv_etxn *x)
 {
 	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	unsigned char ours[KV_SUPER_LEN];
 	struct kv_super s;
 	int rc;
 
-	rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
-	if (rc == 0)
-		rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
-	if (rc == 0)
-		rc = kv_super_decode(v.data, v.size, &s);
+	rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
+	if (rc)
+		return rc;
+	kv_super_encode(&e->super, ours);
+	if (v.size == sizeof(ours) && !memcmp(v.data, ours, sizeof(ours)))
+		return 1;
+	rc = kv_super_decode(v.data, v.size, &s);
 	if (rc)
 		return rc;
 	if (s.block_size != e->super.block_size) {
@@ -118,6 +131,18 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 	e->super = s;
 	e->next_ino = s.next_ino;
 	atomic_store(&e->features, s.feature_incompat);
+	return 0;
+}
+
+int kv_super_reload(kv_env *e, kv_etxn *x)
+{
+	int rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
+
+	if (rc == 0)
+		rc = kv_super_check(e, x);
+	if (rc < 0)
+		return rc;
+	e->super_guess = rc; /* as env had it: the next window may guess so */
 	return 0;
 }
 
