@@ -1235,12 +1235,12 @@ static void pg_close(kv_env *e)
 }
 
 /* Commits wait for their WAL flush (synchronous_commit on, pg_conn.c)
- * but with KV_DURABLE_NONE: then sync flushes it (pg_store_sync). */
+ * with KV_DURABLE_FULL only; else sync flushes it (pg_store_sync). */
 static int pg_sync_env(kv_env *e)
 {
 	struct pg_env *pe = e->eng_priv;
 
-	if (!pe->w || e->durability != KV_DURABLE_NONE)
+	if (!pe->w || e->durability == KV_DURABLE_FULL)
 		return 0;
 	return pg_store_sync(pe);
 }

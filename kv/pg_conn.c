@@ -356,8 +356,11 @@ int pg_drain(struct pg_conn *c, PGresult **res)
 /* Session settings, then how long a call may wait (invariant 2). A
  * statement_timeout of the URL's or the server's stays; without one, calls
  * get PG_STMT_TIMEOUT. The writer's synchronous_commit follows the env's
- * durability: off for KV_DURABLE_NONE (pg.c's sync flushes), else on when
- * the server's default is off. */
+ * durability (engine.h contract 8): on for KV_DURABLE_FULL (when the
+ * server's default is off), else off, and pg.c's sync flushes: a commit is
+ * seen by the other sessions at once either way, and the WAL keeps the
+ * commits in order, so a server's crash loses the last ones, not the
+ * store's consistency. A commit then costs no wait for the WAL. */
 static int pg_setup(struct pg_conn *c)
 {
 	enum kv_durability d = c->pe->e->durability;
@@ -373,7 +376,7 @@ static int pg_setup(struct pg_conn *c)
 			  0);
 	if (!rc && c->writer)
 		rc = pg_send_text(c, 0,
-				  d == KV_DURABLE_NONE
+				  d != KV_DURABLE_FULL
 					  ? "SET synchronous_commit = off"
 					  : "SELECT set_config('synchronous_commit', 'on', false) "
 					    "WHERE current_setting('synchronous_commit') = 'off'",
