@@ -133,10 +133,12 @@ void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len)
 static void other_changed(void *arg, uint64_t ino, const char *name, size_t len)
 {
 	(void)arg;
-	if (name)
+	if (name) {
 		fs_notify_inval_entry(ino, name, len);
-	else
+	} else {
+		fs_itable_xattr_changing(ino); /* its xattrs may have: no "none" kept */
 		fs_notify_inval(ino, 0, 0); /* attributes and every cached page */
+	}
 }
 
 int fs_watch_others(void)

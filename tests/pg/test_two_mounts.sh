@@ -2,7 +2,7 @@
 # test_two_mounts.sh - two daemons mount one PostgreSQL-backed filesystem
 # read-write (as two hosts would): what one does, the other sees within
 # SEEN seconds (a create, a write, a rename, an unlink, a chmod, an xattr,
-# a mkdir and rmdir), names it had looked up and pages it had read
+# a capability where none was known, a mkdir and rmdir), names it had looked up and pages it had read
 # included; close-to-open holds (a file closed on one reads whole on the
 # other at once); creates from both into one directory at once never
 # collide or lose a name, nor beside a third mount that commits each
@@ -66,6 +66,14 @@ chmod 600 "$A/g"
 within "chmod" mode_is "$B/g" 600
 setfattr -n user.k -v v1 "$A/g"
 within "setxattr" xattr_is "$B/g" user.k v1
+# the capability the kernel asks before each write(2): the second knew the
+# file had none (it wrote it), the first sets one
+echo data > "$B/cap"
+echo more >> "$B/cap"
+within "a file written on the other" test -e "$A/cap"
+setfattr -n security.capability -v 0x0100000200000000000000000000000000000000 "$A/cap"
+has_cap() { getfattr -e hex -n security.capability "$1" 2>/dev/null | grep -q 0x01000002; }
+within "a capability set where one knew none" has_cap "$B/cap"
 mkdir "$A/dir"
 within "mkdir" test -d "$B/dir"
 rmdir "$A/dir"
