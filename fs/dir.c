@@ -225,7 +225,7 @@ static int make(struct mk_args *a, struct stat *out)
 	if (rc)
 		return rc;
 	fs_attr_fill(&a->out, out);
-	fs_itable_ref(a->out.ino);
+	fs_itable_ref_made(a->out.ino); /* no xattr but the ACLs it took */
 	return 0;
 }
 
