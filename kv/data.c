@@ -454,6 +454,14 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		if (rc)
 			return rc;
 	}
+	/* each block below is looked up (a fresh one by its put, which checks
+	 * it is new): on a server, all in one wait (engine prefetch) */
+	for (uint64_t idx = off / bs; idx <= (end - 1) / bs; idx++) {
+		unsigned char kb[16];
+		kv_val k = block_key(kb, in->ino, idx);
+
+		kv_eprefetch(t, KV_DB_DATA, &k);
+	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, from = pos - idx * bs;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
