@@ -13,12 +13,16 @@
  * Connections: the writer's (read-write opens), one a reader (read_begin's
  * transaction, kept for its thread), and idle ones in a pool (read-only
  * txn_begin, usage, sync). Round trips:
- *   read:  read_begin sends nothing; the first statement goes together with
- *          BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY (so the
- *          snapshot is taken then, at or after read_begin); read_end sends
- *          ROLLBACK without waiting, its result read with the next
- *          statement's. A getattr (read_begin, get, read_end) is one round
- *          trip.
+ *   read:  read_begin sends nothing and no BEGIN goes: its statements run
+ *          in the server's implicit transaction, which lasts to the next
+ *          Sync (a wait sends a flush request instead, pg_conn.c), in
+ *          REPEATABLE READ, READ ONLY (the readers' connections' defaults),
+ *          so its snapshot is taken at the first statement, at or after
+ *          read_begin; read_end sends the Sync without waiting, its result
+ *          read with the next statement's. A getattr (read_begin, get,
+ *          read_end) is one round trip and one statement. A read-only
+ *          txn_begin's sends BEGIN ISOLATION LEVEL REPEATABLE READ, READ
+ *          ONLY with its first statement, and ROLLBACK at its end.
  *   write: BEGIN, SAVEPOINT, a plain put, cur_del, RELEASE and ROLLBACK go
  *          out without waiting; get, del, a NOOVERWRITE put, count, a
  *          cursor's fetch and COMMIT wait for their result, one round trip
@@ -36,7 +40,7 @@
  *   none --begin--> depth 0 --child begin: SAVEPOINT s1--> depth 1 ...
  *    ^                |     <--child commit: RELEASE s1----'
  *    |                |     <--child abort: ROLLBACK TO s1, RELEASE s1
- *    '--commit: COMMIT; abort, read_end: ROLLBACK (not waited for)
+ *    '--commit: COMMIT; abort: ROLLBACK, read_end: Sync (not waited for)
  *
  * Invariants:
  *  1. bytea compares as memcmp, then length: ORDER BY k is contract 1's.
@@ -410,6 +414,12 @@ static void pg_txn_end(struct pg_conn *c)
  * then pg_stat_activity shows the connection "active" in "ROLLBACK". */
 static void pg_end_rollback(struct pg_conn *c)
 {
+	if (c->implicit) { /* its Sync ends it (a read: nothing to commit) */
+		c->implicit = 0;
+		if (!pg_sync(c))
+			pg_flush_now(c);
+		return;
+	}
 	if (c->begun && !pg_sync(c) && !pg_send_cmd(c, 0, C_ROLLBACK, NULL, 0))
 		pg_flush_now(c);
 }
@@ -618,7 +628,9 @@ static int pg_read_begin(kv_env *e, kv_etxn **xp)
 		*xp = x;
 	}
 	assert(!x->active);
-	return pg_top_begin(x, C_BEGIN_READ);
+	rc = pg_top_begin(x, C_NONE);
+	x->c->implicit = !rc;
+	return rc;
 }
 
 static void pg_read_end(kv_env *e, kv_etxn *x)
@@ -1181,10 +1193,13 @@ static int pg_create(kv_env *e, int force, int (*init)(kv_env *e, kv_etxn *x, vo
 	if (!rc) {
 		pe->w->begun = 1;
 		rc = init ? -init(e, x, arg) : 0; /* init: 0 or a negative errno value */
-		if (rc)
-			pg_txn_abort(e, x);
-		else
-			rc = pg_txn_commit(e, x);
+		if (rc) {
+			pg_end_rollback(x->c);
+			pg_txn_end(x->c);
+		} else {
+			rc = pg_commit_top(x);
+		}
+		x->active = 0; /* pg_top_done's, for the writer's level */
 		if (rc && err && !err[0])
 			kv_seterr(err, errlen, "'%s': %s", pe->disp,
 				  pe->w->last_err[0] ? pe->w->last_err : pg_strerror(rc));

@@ -8,8 +8,9 @@
  * Invariants:
  *  1. Every connection is in pipeline mode and nonblocking. Statements go
  *     out without waiting; pend lists each message sent whose results are
- *     unread, in order, and pg_drain reads all of them (after a Sync), so
- *     the one result a caller waits for is never taken for another's.
+ *     unread, in order, and pg_drain reads all of them (after a Sync, or a
+ *     flush request within an implicit transaction, pg.c), so the one
+ *     result a caller waits for is never taken for another's.
  *  2. No call waits longer than wait_ms for the server (poll() on the
  *     socket, beside the server's own statement_timeout and TCP
  *     keepalives): past it the connection is lost.
@@ -318,8 +319,12 @@ int pg_drain(struct pg_conn *c, PGresult **res)
 
 	if (res)
 		*res = NULL;
-	if (pg_sync(c))
+	if (c->implicit) { /* a Sync would end its transaction (pg.c): a flush */
+		if (!PQsendFlushRequest(c->pq))
+			return pg_lost_pq(c);
+	} else if (pg_sync(c)) {
 		return EIO;
+	}
 	deadline_in(&dl, c->wait_ms);
 	if (pg_flush(c, &dl))
 		return EIO;
@@ -374,6 +379,12 @@ static int pg_setup(struct pg_conn *c)
 			  "SELECT set_config('statement_timeout', '" PG_STMT_TIMEOUT "', false) "
 			  "WHERE current_setting('statement_timeout') = '0'",
 			  0);
+	/* the readers' transactions (pg.c: read_begin) take no BEGIN */
+	if (!rc && !c->writer)
+		rc = pg_send_text(c, 0,
+				  "SET default_transaction_isolation = 'repeatable read'", 0);
+	if (!rc && !c->writer)
+		rc = pg_send_text(c, 0, "SET default_transaction_read_only = on", 0);
 	if (!rc && c->writer)
 		rc = pg_send_text(c, 0,
 				  d != KV_DURABLE_FULL

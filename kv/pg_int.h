@@ -87,6 +87,8 @@ struct pg_conn {
 	int begin_cmd;            /* its BEGIN (pg.c: enum pg_cmd), not sent yet: it goes
 	                             with the first statement; 0: none */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
+	int implicit;             /* a read without BEGIN: the server's implicit
+	                             transaction, to the next Sync (pg.c) */
 	int depth;                /* the innermost open level; -1: none */
 	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */
 	unsigned char deferred[PG_MAX_DEPTH]; /* a level sent a change without reading its result */
