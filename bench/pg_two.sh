@@ -2,7 +2,7 @@
 # pg_two.sh - metadata rates of one PostgreSQL-backed filesystem mounted
 # twice (two hosts would), against the same work on one mount.
 #
-#   bench/pg_two.sh [-n FILES] [-s SIZE] [-r RUNS] [-b BUILD_DIR]
+#   bench/pg_two.sh [-n FILES] [-s SIZE] [-r RUNS] [-b BUILD_DIR] [-o OPTS]
 #
 # Starts a throwaway cluster (tests/pg/cluster.sh: a Unix socket, fsync
 # off), makes a filesystem on it, mounts it at A and at B (durability
@@ -20,7 +20,8 @@
 # median of RUNS runs, each on a new filesystem). Needs /dev/fuse and the
 # server's binaries (exits 77 without them); root to drop caches (else the
 # stat rows say "warm"). BUILD_DIR holds kvfs, mkfs.kvfs and fsops (default
-# build-bench/, as bench/run builds it, else build/).
+# build-bench/, as bench/run builds it, else build/). OPTS: kvfs's -o
+# options for both mounts (window=5, say).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,13 +29,15 @@ FILES=2000
 SIZE=0
 RUNS=3
 BUILD=
-while getopts "n:s:r:b:" o; do
+OPTS=
+while getopts "n:s:r:b:o:" o; do
 	case $o in
 	n) FILES=$OPTARG ;;
 	s) SIZE=$OPTARG ;;
 	r) RUNS=$OPTARG ;;
 	b) BUILD=$OPTARG ;;
-	*) echo "usage: $0 [-n FILES] [-s SIZE] [-r RUNS] [-b BUILD_DIR]" >&2; exit 2 ;;
+	o) OPTS=$OPTARG ;;
+	*) echo "usage: $0 [-n FILES] [-s SIZE] [-r RUNS] [-b BUILD_DIR] [-o OPTS]" >&2; exit 2 ;;
 	esac
 done
 if [ -z "$BUILD" ]; then
@@ -75,8 +78,8 @@ wait_mounted() {
 
 mount_both() {
 	"$MKFS" -q -f "$URL" >/dev/null
-	"$KVFS" "$URL" "$A" && wait_mounted "$A"
-	"$KVFS" "$URL" "$B" && wait_mounted "$B"
+	"$KVFS" "$URL" "$A" ${OPTS:+-o "$OPTS"} && wait_mounted "$A"
+	"$KVFS" "$URL" "$B" ${OPTS:+-o "$OPTS"} && wait_mounted "$B"
 }
 
 umount_both() {
@@ -160,7 +163,7 @@ done
 warm=""
 [ $COLD -eq 1 ] || warm=" (warm: caches could not be dropped)"
 echo "Files/s, the total of the processes (median of $RUNS runs; $FILES files each of $SIZE bytes;"
-echo "one PostgreSQL cluster on a Unix socket, fsync off; durability fsync)."
+echo "one PostgreSQL cluster on a Unix socket, fsync off; mount options: ${OPTS:-none})."
 echo
 echo "| job | one mount | two mounts |"
 echo "|---|---:|---:|"
