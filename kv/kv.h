@@ -395,6 +395,9 @@ ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, siz
  * stores the inode). -EFBIG beyond the largest offset. -EIO: a block kept
  * in part fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf, size_t len);
+/* Before a write of [off, off + len) of inode ino: its blocks are about to
+ * be read (kv_inode_prefetch); together with the inode's own, one wait. */
+void kv_data_prefetch(kv_txn *txn, uint64_t ino, uint64_t off, size_t len);
 /* The checksums of the blocks a write of [off, off + len) of inode ino
  * starts on a block boundary, in order, at most max: computed before the
  * write takes the writer's role, so the role spends its time storing. */
