@@ -1058,6 +1058,39 @@ static int pg_cur_step(kv_ecur *cur, int d)
 	return pg_cur_fetch(cur, d > 0 ? S_GT : S_LT, &at, d);
 }
 
+/* SET_RANGE or SET_KEY to k among the rows the cursor holds, when they
+ * tell: it stands on them, they ascend and nothing in their span changed
+ * since they came (invariant 4), so any key from the first row to the last
+ * is one of them. 1 when they told (*rc 0, or KV_ENOTFOUND for a SET_KEY
+ * of a key not there); 0: fetch. A listing seeks to the entry it gave
+ * last, then steps on: one fetch a batch of rows, not one an entry. */
+static int pg_cur_seek_held(kv_ecur *cur, const kv_val *k, enum kv_cop op, int *rc)
+{
+	int lo = 0, hi;
+
+	if (!cur->x || !cur->res || cur->row < 0 || cur->dir < 0 || cur->stale ||
+	    cur->cur_stale || cur->holes)
+		return 0;
+	hi = cur->nrows - 1;
+	if (row_cmp(cur, 0, k->data, k->size) > 0 || row_cmp(cur, hi, k->data, k->size) < 0)
+		return 0;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (row_cmp(cur, mid, k->data, k->size) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*rc = 0;
+	cur->row = lo;
+	if (op == KV_SET_KEY && row_cmp(cur, lo, k->data, k->size)) {
+		cur->row = -1;
+		*rc = KV_ENOTFOUND;
+	}
+	return 1;
+}
+
 static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop op)
 {
 	kv_val at;
@@ -1073,6 +1106,8 @@ static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop
 		break;
 	case KV_SET_KEY:
 	case KV_SET_RANGE:
+		if (pg_cur_seek_held(cur, k, op, &rc))
+			break;
 		cur->limit = PG_ROWS_FIRST;
 		at = *k;
 		rc = pg_cur_fetch(cur, S_GE, &at, 1);

@@ -972,6 +972,42 @@ static void cursor_sees_writes(void **state)
 	commit_ok(e, x);
 }
 
+/* Seeks among the rows a cursor read (pg.c answers them from those rows
+ * while they tell): a key put or deleted in their span since, or put while
+ * the cursor stood nowhere, shows. */
+static void cursor_seeks(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x;
+	kv_ecur *c;
+	kv_val k;
+
+	put_ckeys(e);
+	x = wbegin(e, NULL);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
+	k = ckeys[0];
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[0]);
+	k = ckeys[2];
+	cur_is(e, c, KV_SET_KEY, &k, &ckeys[2]);
+	k = K("\x01\x00\x00\x01"); /* between two keys */
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[3]);
+	cur_is(e, c, KV_SET_KEY, &k, NULL);
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x02"), K("new")); /* standing nowhere */
+	cur_is(e, c, KV_SET_RANGE, &k, &K("\x01\x00\x00\x02"));
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x03"), K("newer")); /* among its rows */
+	k = K("\x01\x00\x00\x03");
+	cur_is(e, c, KV_SET_KEY, &k, &k);
+	k = ckeys[1];
+	assert_int_equal(ENG->del(e, x, KV_DB_DIRENT, &k), 0);
+	cur_is(e, c, KV_SET_KEY, &k, NULL);
+	k = ckeys[0];
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[0]);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[2]);
+	ENG->cur_close(e, c);
+	commit_ok(e, x);
+}
+
 /* After cur_del, NEXT gives the key after the one deleted, also at the
  * end; deleting a whole map as a walk. */
 static void cursor_del(void **state)
@@ -1644,6 +1680,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(cursor_moves, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_sees_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_del, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_seeks, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_long_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_renew, setup, teardown),
 		cmocka_unit_test_setup_teardown(put_flags, setup, teardown),
