@@ -175,6 +175,11 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (!fs.cfg.readdirplus)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	/* on a store on a server a listing's attributes come 32 entries a
+	 * round trip (dir.c), a lookup after a plain listing takes two: each
+	 * listing gives them, not the first alone (auto) */
+	else if (kv_is_shared(fs.env))
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* O_TRUNC arrives as a SETATTR of size 0: with atomic_o_trunc the
 	 * kernel leaves the truncation to OPEN, which skip_open never sends
 	 * and fs_op_open would not do, and the old bytes stayed in the store */
