@@ -10,6 +10,12 @@
  *   fsops bigdir DIR COUNT [-t SECONDS]
  *       create COUNT empty files in one directory, drop caches, look each
  *       name up (stat), drop caches, list the directory (getdents64).
+ *   fsops creates DIR FROM COUNT SIZE [-t SECONDS]
+ *   fsops stats DIR FROM COUNT SIZE
+ *       one phase alone, on files FROM to FROM + COUNT - 1 of DIR (made if
+ *       missing): create them (as smallfiles does), or stat each (its size
+ *       checked); for several processes at once into one directory, or
+ *       into one directory from several mounts (bench/pg_two.sh).
  *
  * Prints one line per phase: "phase NAME OPS SECONDS" (ops/s = OPS /
  * SECONDS), and "cold 0" if the caches could not be dropped (not root), in
@@ -346,6 +352,36 @@ static int bigdir(const char *dir, long n)
 	return 0;
 }
 
+/* creates and stats: one phase on files [from, from + n). */
+static int one_phase(const char *mode, const char *dir, long from, long n, size_t size)
+{
+	struct range r = {.dir = dir, .from = from, .to = from + n, .size = size};
+	char path[4096];
+	struct stat st;
+	double t0;
+
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		die("mkdir", dir);
+	t0 = now_s();
+	if (!strcmp(mode, "creates")) {
+		create_range(&r);
+		report("create", r.done, t0);
+		return 0;
+	}
+	for (long i = from; i < from + n; i++) {
+		name_of(path, sizeof(path), dir, i);
+		if (stat(path, &st) != 0)
+			die("stat", path);
+		if ((size_t)st.st_size != size) {
+			fprintf(stderr, "fsops: '%s' has size %lld, not %zu\n", path,
+				(long long)st.st_size, size);
+			return 1;
+		}
+	}
+	report("stat", n, t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc;
@@ -367,9 +403,13 @@ int main(int argc, char **argv)
 		rc = smallfiles(argv[2], atol(argv[3]), (size_t)atol(argv[4]));
 	else if (argc == 4 && !strcmp(argv[1], "bigdir"))
 		rc = bigdir(argv[2], atol(argv[3]));
+	else if (argc == 6 && (!strcmp(argv[1], "creates") || !strcmp(argv[1], "stats")))
+		rc = one_phase(argv[1], argv[2], atol(argv[3]), atol(argv[4]),
+			       (size_t)atol(argv[5]));
 	else {
 		fprintf(stderr, "usage: fsops smallfiles DIR COUNT SIZE [-t SECONDS] [-w]\n"
-				"       fsops bigdir DIR COUNT [-t SECONDS]\n");
+				"       fsops bigdir DIR COUNT [-t SECONDS]\n"
+				"       fsops creates|stats DIR FROM COUNT SIZE [-t SECONDS]\n");
 		return 2;
 	}
 	if (!cold_ok)

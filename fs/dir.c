@@ -56,8 +56,12 @@ static int find_name(kv_txn *t, const void *arg, struct kv_inode *in)
 {
 	const struct name *n = arg;
 	struct kv_dirent de;
-	int rc = kv_inode_get(t, n->parent, in);
+	int rc;
 
+	/* read together, one wait on a server (kv_inode_prefetch) */
+	kv_inode_prefetch(t, n->parent);
+	kv_dirent_prefetch(t, n->parent, n->name, n->len);
+	rc = kv_inode_get(t, n->parent, in);
 	if (rc == 0 && !S_ISDIR(in->mode))
 		rc = -ENOTDIR;
 	if (rc == 0)
@@ -155,6 +159,10 @@ static int apply_mknod(kv_txn *t, void *arg)
 	int64_t now = fs_now_ns();
 	int rc;
 
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
+	if (fs.cfg.acl && !S_ISLNK(a->mode)) /* create_acl's */
+		kv_xattr_prefetch(t, a->parent, KV_ACL_DEFAULT);
 	rc = get_dir(t, a->parent, &dir);
 	if (rc)
 		return rc;
@@ -217,7 +225,7 @@ static int make(struct mk_args *a, struct stat *out)
 	if (rc)
 		return rc;
 	fs_attr_fill(&a->out, out);
-	fs_itable_ref(a->out.ino);
+	fs_itable_ref_made(a->out.ino); /* no xattr but the ACLs it took */
 	return 0;
 }
 
@@ -271,6 +279,9 @@ static int apply_link(kv_txn *t, void *arg)
 	int64_t now = fs_now_ns();
 	int rc;
 
+	kv_inode_prefetch(t, a->link_ino);
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
 	rc = kv_inode_get(t, a->link_ino, in);
 	if (rc)
 		return rc;
@@ -394,6 +405,8 @@ static int apply_remove(kv_txn *t, void *arg)
 	struct kv_dirent de;
 	int rc;
 
+	kv_inode_prefetch(t, a->parent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
 	rc = get_dir(t, a->parent, &dir);
 	if (!rc)
 		rc = kv_dirent_lookup(t, a->parent, a->name, a->len, &de);
@@ -543,6 +556,10 @@ static int apply_rename(kv_txn *t, void *arg)
 	int rc, exists;
 
 	a->moved[0] = a->moved[1] = 0;
+	kv_inode_prefetch(t, a->parent);
+	kv_inode_prefetch(t, a->newparent);
+	kv_dirent_prefetch(t, a->parent, a->name, a->len);
+	kv_dirent_prefetch(t, a->newparent, a->newname, a->newlen);
 	rc = get_dir(t, a->parent, p);
 	if (rc)
 		return rc;
@@ -693,6 +710,46 @@ static int list_dots(uint64_t ino, const struct kv_inode *dir, uint64_t off, fs_
 	return 0;
 }
 
+/* A listing with attributes on a store on a server reads this many entries
+ * ahead and asks for their inodes together (kv_inode_prefetch): one wait
+ * for them all, not one an entry. */
+#define AHEAD 32
+
+struct ahead {
+	int n, i, rc; /* entries held, the next to give; the read's end or failure */
+	struct {
+		struct kv_dirent de;
+		uint64_t at;
+		char name[KV_NAME_MAX];
+	} e[AHEAD];
+};
+
+/* kv_dir_next through a's entries read ahead (a NULL: none). */
+static int next_entry(kv_txn *t, uint64_t ino, uint64_t *at, struct kv_dirent *de,
+		      struct ahead *a)
+{
+	if (!a)
+		return kv_dir_next(t, ino, at, de);
+	if (a->i == a->n) {
+		if (a->rc)
+			return a->rc;
+		a->i = a->n = 0;
+		while (a->n < AHEAD && (a->rc = kv_dir_next(t, ino, at, de)) == 0) {
+			memcpy(a->e[a->n].name, de->name, de->namelen);
+			a->e[a->n].de = *de;
+			a->e[a->n].de.name = a->e[a->n].name;
+			a->e[a->n].at = *at;
+			kv_inode_prefetch(t, de->ino);
+			a->n++;
+		}
+		if (!a->n)
+			return a->rc;
+	}
+	*de = a->e[a->i].de;
+	*at = a->e[a->i++].at;
+	return 0;
+}
+
 int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void *arg)
 {
 	char name[KV_NAME_MAX + 1];
@@ -702,6 +759,7 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	struct fs_dirent d = {.name = name, .attr = plus ? &st : NULL};
 	uint64_t cookie, at; /* the last entry listed; the one read */
 	const int64_t began = fs_now_ns();
+	struct ahead ahead, *a = plus && kv_is_shared(fs.env) ? &ahead : NULL;
 	kv_txn *t;
 	int rc;
 
@@ -715,7 +773,9 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 	if (rc || list_dots(ino, &dir, off, emit, arg))
 		goto read_end;
 	cookie = at = off >= KV_COOKIE_FIRST ? off : 0;
-	while ((rc = kv_dir_next(t, ino, &at, &de)) == 0) {
+	if (a)
+		a->n = a->i = a->rc = 0;
+	while ((rc = next_entry(t, ino, &at, &de, a)) == 0) {
 		if (plus && kv_read_changed(t, de.ino)) {
 			/* an entry changed in the open window: the rest of the
 			 * listing from there is read in the window */
@@ -724,6 +784,8 @@ int fs_do_readdir(uint64_t ino, uint64_t off, int plus, fs_dirent_fn emit, void 
 			if (rc)
 				return rc;
 			at = cookie;
+			if (a)
+				a->n = a->i = a->rc = 0;
 			continue;
 		}
 		cookie = at;

@@ -251,6 +251,8 @@ static int apply_write(kv_txn *t, void *arg)
 	uint64_t nblocks;
 	int rc;
 
+	kv_inode_prefetch(t, a->ino); /* with its blocks: one wait on a server */
+	kv_data_prefetch(t, a->ino, a->off, a->size);
 	rc = get_file(t, a->ino, &in, -EINVAL);
 	if (rc)
 		return rc;

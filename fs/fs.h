@@ -189,6 +189,10 @@ int fs_pending_settle(uint64_t ino);
 /* itable.c: the kernel's lookup counts */
 int fs_itable_init(void);
 void fs_itable_ref(uint64_t ino);
+/* The same for an inode the caller just made: when the kernel knew it by no
+ * other way, it has no security.capability (fs_itable_nocap), so its first
+ * write(2) asks nothing of the store. */
+void fs_itable_ref_made(uint64_t ino);
 /* Mark ino as an orphan if the kernel references it; 0 if it does not. */
 int fs_itable_mark_orphan(uint64_t ino);
 /* The writeback cache's write back of a file (file.c, invariant 4). A file

@@ -147,7 +147,10 @@ static struct ient *ent_alloc(struct stripe *s)
 	return e;
 }
 
-void fs_itable_ref(uint64_t ino)
+/* made: ino was just made (fs_itable_ref_made). An xattr of it can change
+ * only through a name the kernel got from a reply that counted it, or from
+ * another mount once made is committed: with no entry yet, none did. */
+static void ref(uint64_t ino, int made)
 {
 	uint64_t h;
 	struct stripe *s = stripe_of(ino, &h);
@@ -159,7 +162,7 @@ void fs_itable_ref(uint64_t ino)
 		assert((*pp)->nlookup > 0); /* invariant 1 */
 		(*pp)->nlookup++;
 	} else if ((e = ent_alloc(s)) != NULL) {
-		*e = (struct ient){.ino = ino, .nlookup = 1, .next = NULL};
+		*e = (struct ient){.ino = ino, .nlookup = 1, .nocap = made, .next = NULL};
 		*pp = e;
 		if (++s->count > s->nbuckets * 2)
 			grow(s);
@@ -167,6 +170,16 @@ void fs_itable_ref(uint64_t ino)
 	/* out of memory: the inode is not counted, so an unlink purges it at
 	 * once, and a reader of it gets ENOENT or EIO, never a crash */
 	stripe_unlock(s);
+}
+
+void fs_itable_ref(uint64_t ino)
+{
+	ref(ino, 0);
+}
+
+void fs_itable_ref_made(uint64_t ino)
+{
+	ref(ino, 1);
 }
 
 int fs_itable_mark_orphan(uint64_t ino)

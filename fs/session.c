@@ -133,10 +133,12 @@ void fs_notify_inval_entry(uint64_t parent, const char *name, size_t len)
 static void other_changed(void *arg, uint64_t ino, const char *name, size_t len)
 {
 	(void)arg;
-	if (name)
+	if (name) {
 		fs_notify_inval_entry(ino, name, len);
-	else
+	} else {
+		fs_itable_xattr_changing(ino); /* its xattrs may have: no "none" kept */
 		fs_notify_inval(ino, 0, 0); /* attributes and every cached page */
+	}
 }
 
 int fs_watch_others(void)
@@ -173,6 +175,11 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (!fs.cfg.readdirplus)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	/* on a store on a server a listing's attributes come 32 entries a
+	 * round trip (dir.c), a lookup after a plain listing takes two: each
+	 * listing gives them, not the first alone (auto) */
+	else if (kv_is_shared(fs.env))
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* O_TRUNC arrives as a SETATTR of size 0: with atomic_o_trunc the
 	 * kernel leaves the truncation to OPEN, which skip_open never sends
 	 * and fs_op_open would not do, and the old bytes stayed in the store */

@@ -415,6 +415,20 @@ int kv_data_write(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 	return kv_data_write_sums(t, in, off, buf, len, NULL, 0, NULL);
 }
 
+void kv_data_prefetch(kv_txn *t, uint64_t ino, uint64_t off, size_t len)
+{
+	const uint64_t bs = t->env->super.block_size;
+
+	if (len == 0 || off > KV_FILE_MAX || len > KV_FILE_MAX - off)
+		return;
+	for (uint64_t idx = off / bs; idx <= (off + len - 1) / bs; idx++) {
+		unsigned char kb[16];
+		kv_val k = block_key(kb, ino, idx);
+
+		kv_eprefetch(t, KV_DB_DATA, &k);
+	}
+}
+
 int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 		       size_t len, const uint64_t *sums, size_t nsums, const struct kv_zblocks *z)
 {
@@ -454,6 +468,9 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		if (rc)
 			return rc;
 	}
+	/* each block below is looked up (a fresh one by its put, which checks
+	 * it is new): on a server, all in one wait */
+	kv_data_prefetch(t, in->ino, off, len);
 	while (pos < end) {
 		uint64_t idx = pos / bs, from = pos - idx * bs;
 		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;

@@ -84,6 +84,17 @@ static int check_name(const char *name, size_t len)
 	return 0;
 }
 
+void kv_dirent_prefetch(kv_txn *t, uint64_t dir, const char *name, size_t len)
+{
+	unsigned char kb[16];
+	kv_val k;
+
+	if (check_name(name, len))
+		return;
+	k = dirent_key(kb, dir, kv_name_hash(name, len));
+	kv_eprefetch(t, KV_DB_DIRENT, &k);
+}
+
 int kv_dirent_lookup(kv_txn *t, uint64_t dir, const char *name, size_t len,
 		     struct kv_dirent *out)
 {

@@ -123,6 +123,12 @@ struct kv_engine {
 	void (*read_free)(kv_env *e, kv_etxn *x);
 
 	int (*get)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v);
+	/* A get of key k of db in x is coming (an op knows the records it will
+	 * read before it reads the first): an engine whose gets each wait for
+	 * a server sends it now, so that the gets an op makes together cost
+	 * one wait (pg.c); one that reads its own map does nothing (lmdb.c).
+	 * The get answers as it would have without: a hint, nothing more. */
+	void (*prefetch)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k);
 	int (*put)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
 		   unsigned flags);
 	int (*del)(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k);
@@ -160,6 +166,11 @@ struct kv_engine {
 	/* Shared stores: take the writers' lock in the top-level write
 	 * transaction x (its next statement waits for it), held to its end. */
 	int (*lock)(kv_env *e, kv_etxn *x);
+	/* A write transaction may go on and end on any thread (the one that
+	 * holds the writer's role, window.c): 1 for PostgreSQL, whose
+	 * transaction is its connection's; 0 for LMDB, whose write lock
+	 * belongs to the thread that began it. */
+	int any_thread;
 	/* The store grows a map of its own in one file (room.c, flusher.c,
 	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
 	 * never fills, and nothing is allocated ahead. */

@@ -45,6 +45,14 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 	return rc;
 }
 
+void kv_inode_prefetch(kv_txn *t, uint64_t ino)
+{
+	unsigned char kb[8];
+	kv_val k = ino_key(kb, ino);
+
+	kv_eprefetch(t, KV_DB_INODE, &k);
+}
+
 int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 {
 	unsigned char kb[8], inl[KV_SYMLINK_MAX];
@@ -90,17 +98,30 @@ int kv_super_store(kv_txn *t, const struct kv_super *s)
 	return kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0), "put superblock");
 }
 
-int kv_super_reload(kv_env *e, kv_etxn *x)
+int kv_super_lock(kv_env *e, kv_etxn *x)
+{
+	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY};
+	int rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
+
+	if (rc == 0)
+		e->eng->prefetch(e, x, KV_DB_META, &k);
+	return rc;
+}
+
+int kv_super_check(kv_env *e, kv_etxn *x)
 {
 	kv_val k = {strlen(KV_SUPER_KEY), KV_SUPER_KEY}, v;
+	unsigned char ours[KV_SUPER_LEN];
 	struct kv_super s;
 	int rc;
 
-	rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
-	if (rc == 0)
-		rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
-	if (rc == 0)
-		rc = kv_super_decode(v.data, v.size, &s);
+	rc = kv_err(NULL, e->eng->get(e, x, KV_DB_META, &k, &v), "get superblock");
+	if (rc)
+		return rc;
+	kv_super_encode(&e->super, ours);
+	if (v.size == sizeof(ours) && !memcmp(v.data, ours, sizeof(ours)))
+		return 1;
+	rc = kv_super_decode(v.data, v.size, &s);
 	if (rc)
 		return rc;
 	if (s.block_size != e->super.block_size) {
@@ -111,6 +132,18 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 	/* not below numbers a lost window gave out (window.c, invariant 5) */
 	e->next_ino = s.next_ino > e->ino_floor ? s.next_ino : e->ino_floor;
 	atomic_store(&e->features, s.feature_incompat);
+	return 0;
+}
+
+int kv_super_reload(kv_env *e, kv_etxn *x)
+{
+	int rc = kv_err(NULL, e->eng->lock(e, x), "take the writers' lock");
+
+	if (rc == 0)
+		rc = kv_super_check(e, x);
+	if (rc < 0)
+		return rc;
+	e->super_guess = rc; /* as env had it: the next window may guess so */
 	return 0;
 }
 

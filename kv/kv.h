@@ -352,6 +352,11 @@ int kv_write(kv_env *env, kv_apply_fn apply, void *arg, unsigned flags);
 
 /* -ENOENT: no such inode. -EIO. */
 int kv_inode_get(kv_txn *txn, uint64_t ino, struct kv_inode *out);
+/* The *_prefetch calls: a record of txn is about to be read. A store on a
+ * server (engine.h: prefetch) sends the reads an op names first together,
+ * one wait for all; an image file ignores them. Nothing is returned: the
+ * read that follows says what it finds. */
+void kv_inode_prefetch(kv_txn *txn, uint64_t ino);
 /* -ENAMETOOLONG: inline data over KV_SYMLINK_MAX. -EROFS, -ENOSPC, -EIO. */
 int kv_inode_put(kv_txn *txn, const struct kv_inode *in);
 /* Allocate the next inode number (never reused). -EROFS; -ENOSPC: the
@@ -376,6 +381,8 @@ int kv_orphan_next(kv_txn *txn, uint64_t after, uint64_t *ino);
 /* -ENOENT: no such name. -EIO. */
 int kv_dirent_lookup(kv_txn *txn, uint64_t dir, const char *name, size_t len,
                      struct kv_dirent *out);
+/* Before kv_dirent_lookup or kv_dirent_add of name (kv_inode_prefetch). */
+void kv_dirent_prefetch(kv_txn *txn, uint64_t dir, const char *name, size_t len);
 /* -EEXIST: the name is taken. -ENOSPC: 256 names of dir share its hash, or
  * the map is full. -EROFS, -ENOMEM, -EIO. */
 int kv_dirent_add(kv_txn *txn, uint64_t dir, const char *name, size_t len, uint64_t ino,
@@ -405,6 +412,9 @@ ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, siz
  * stores the inode). -EFBIG beyond the largest offset. -EIO: a block kept
  * in part fails its checksum. -EROFS, -ENOSPC. */
 int kv_data_write(kv_txn *txn, struct kv_inode *in, uint64_t off, const void *buf, size_t len);
+/* Before a write of [off, off + len) of inode ino: its blocks are about to
+ * be read (kv_inode_prefetch); together with the inode's own, one wait. */
+void kv_data_prefetch(kv_txn *txn, uint64_t ino, uint64_t off, size_t len);
 /* The checksums of the blocks a write of [off, off + len) of inode ino
  * starts on a block boundary, in order, at most max: computed before the
  * write takes the writer's role, so the role spends its time storing. */
@@ -501,6 +511,8 @@ int kv_block_get(kv_txn *txn, uint64_t ino, uint64_t idx, const void **data, siz
 int kv_xattr_name_check(const char *name, size_t len);
 /* -ENODATA: no such attribute. -ERANGE: name empty or too long. -EIO. */
 int kv_xattr_get(kv_txn *txn, uint64_t ino, const char *name, const void **val, size_t *len);
+/* Before kv_xattr_get of name (kv_inode_prefetch). */
+void kv_xattr_prefetch(kv_txn *txn, uint64_t ino, const char *name);
 /* flags: 0, XATTR_CREATE (-EEXIST) or XATTR_REPLACE (-ENODATA); -EINVAL:
  * other flags. -ERANGE, -EOPNOTSUPP, -EINVAL: a name kv_xattr_name_check
  * refuses; -E2BIG: value too large. An ACL's value must pass kv_acl_check

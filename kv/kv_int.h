@@ -131,6 +131,8 @@ struct kv_env {
 	                             the writer thread */
 	int win_dirty;            /* the role's: changes applied since it began */
 	int win_fresh;            /* the role's: a shared store's W before its first op */
+	int super_guess;          /* the role's: the last look found the superblock as
+	                             env had it: the next W guesses so (window.c) */
 	struct timespec win_start; /* the role's: when the first one was */
 	uint64_t win_bytes;       /* the role's: file data applied in it */
 	uint64_t win_pages;       /* the role's: pages its changes may take, estimated */
@@ -399,6 +401,11 @@ static inline int kv_eget(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v)
 	return t->env->eng->get(t->env, t->txn, db, k, v);
 }
 
+static inline void kv_eprefetch(kv_txn *t, enum kv_db db, const kv_val *k)
+{
+	t->env->eng->prefetch(t->env, t->txn, db, k);
+}
+
 static inline int kv_eput(kv_txn *t, enum kv_db db, const kv_val *k, kv_val *v, unsigned flags)
 {
 	return t->env->eng->put(t->env, t->txn, db, k, v, flags);
@@ -506,5 +513,11 @@ int kv_super_store(kv_txn *txn, const struct kv_super *s);
  * superblock as they left it becomes env's (the inode counter, the feature
  * bits). -EIO. */
 int kv_super_reload(kv_env *env, kv_etxn *x);
+/* Its two halves apart, for a window that guesses the superblock did not
+ * move (window.c): the lock taken and the superblock's get sent ahead
+ * (engine prefetch); then, once an op ran, whether the superblock x reads
+ * is env's: 1 it is; 0 it was not and env took it; -EIO. */
+int kv_super_lock(kv_env *env, kv_etxn *x);
+int kv_super_check(kv_env *env, kv_etxn *x);
 
 #endif

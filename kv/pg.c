@@ -13,25 +13,34 @@
  * Connections: the writer's (read-write opens), one a reader (read_begin's
  * transaction, kept for its thread), and idle ones in a pool (read-only
  * txn_begin, usage, sync). Round trips:
- *   read:  read_begin sends nothing; the first statement goes together with
- *          BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY (so the
- *          snapshot is taken then, at or after read_begin); read_end sends
- *          ROLLBACK without waiting, its result read with the next
- *          statement's. A getattr (read_begin, get, read_end) is one round
- *          trip.
+ *   read:  read_begin sends nothing and no BEGIN goes: its statements run
+ *          in the server's implicit transaction, which lasts to the next
+ *          Sync (a wait sends a flush request instead, pg_conn.c), in
+ *          REPEATABLE READ, READ ONLY (the readers' connections' defaults),
+ *          so its snapshot is taken at the first statement, at or after
+ *          read_begin; read_end sends the Sync without waiting, its result
+ *          read with the next statement's. A getattr (read_begin, get,
+ *          read_end) is one round trip and one statement. A read-only
+ *          txn_begin's sends BEGIN ISOLATION LEVEL REPEATABLE READ, READ
+ *          ONLY with its first statement, and ROLLBACK at its end.
  *   write: BEGIN, SAVEPOINT, a plain put, cur_del, RELEASE and ROLLBACK go
  *          out without waiting; get, del, a NOOVERWRITE put, count, a
  *          cursor's fetch and COMMIT wait for their result, one round trip
  *          that carries whatever went before. A child that sent changes
  *          without waiting reads their results at its commit (one round
  *          trip), so that a failure is its own (contract 4).
+ *   both:  a get, del or NOOVERWRITE put of a key the transaction read or
+ *          wrote before is answered from what it knows (pg_cache.c: no
+ *          round trip; a del of a key known there goes without waiting);
+ *          prefetch sends a get without waiting, so that the gets an op
+ *          names first share one round trip.
  *
  * A connection's transaction (depth: the innermost open level):
  *
  *   none --begin--> depth 0 --child begin: SAVEPOINT s1--> depth 1 ...
  *    ^                |     <--child commit: RELEASE s1----'
  *    |                |     <--child abort: ROLLBACK TO s1, RELEASE s1
- *    '--commit: COMMIT; abort, read_end: ROLLBACK (not waited for)
+ *    '--commit: COMMIT; abort: ROLLBACK, read_end: Sync (not waited for)
  *
  * Invariants:
  *  1. bytea compares as memcmp, then length: ORDER BY k is contract 1's.
@@ -49,7 +58,9 @@
  *     GET_CURRENT, and a move back over the rows it passed, fetch again:
  *     a walk that deletes as it goes needs no more fetches (contract 6).
  *  5. Statements are prepared once a connection, at first use, in the same
- *     round trip; parameters and results are binary.
+ *     round trip; parameters and results are binary. Transaction control,
+ *     the writers' lock and NOTIFY too (enum pg_cmd): parsing and planning
+ *     them each time cost the server ~17 us a statement, eight a create.
  */
 #include <assert.h>
 #include <errno.h>
@@ -67,6 +78,24 @@
 #define PG_FETCH_BYTES (1 << 20) /* and no more once a fetch brought this much */
 #define PG_BYTEA 17              /* type oids */
 #define PG_INT4 23
+
+/* Statements without a map (invariant 5), each level's savepoint ones
+ * apart: their names differ by depth, so a SAVEPOINT the server skipped
+ * (after a failure) never lets a ROLLBACK TO reach the level above. */
+enum pg_cmd {
+	C_NONE,
+	C_BEGIN,
+	C_BEGIN_READ,
+	C_COMMIT,
+	C_ROLLBACK,
+	C_LOCK,
+	C_NOTIFY, /* one parameter: the message */
+	C_SAVEPOINT, /* + depth */
+	C_RELEASE = C_SAVEPOINT + PG_MAX_DEPTH,
+	C_UNDO = C_RELEASE + PG_MAX_DEPTH, /* ROLLBACK TO SAVEPOINT */
+	C_N = C_UNDO + PG_MAX_DEPTH
+};
+_Static_assert(C_N <= PG_CMD_SLOTS * S_N, "PG_CMD_SLOTS too small");
 
 /* %1$s: the map's name. Parameters in order: key, value, row limit. */
 static const struct {
@@ -164,6 +193,61 @@ static unsigned pg_serial(struct pg_conn *c)
 static int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
 			const kv_val *k, const kv_val *v, int limit, int want);
 
+/* Whether statement i (pg_conn.prepared's numbering) is prepared; mark it. */
+static int pg_prepared(struct pg_conn *c, int i)
+{
+	uint16_t bit = (uint16_t)(1u << (i % S_N));
+
+	if (c->prepared[i / S_N] & bit)
+		return 1;
+	c->prepared[i / S_N] |= bit;
+	return 0;
+}
+
+static void pg_cmd_sql(const struct pg_conn *c, int cmd, char *sql, size_t n)
+{
+	static const char *const fixed[] = {
+		[C_BEGIN] = "BEGIN", [C_BEGIN_READ] = PG_BEGIN_READ, [C_COMMIT] = "COMMIT",
+		[C_ROLLBACK] = "ROLLBACK"};
+
+	if (cmd < C_LOCK)
+		snprintf(sql, n, "%s", fixed[cmd]);
+	else if (cmd == C_LOCK)
+		snprintf(sql, n, "%s", c->pe->lock_sql);
+	else if (cmd == C_NOTIFY)
+		snprintf(sql, n, "SELECT pg_notify('%s', $1)", c->pe->chan);
+	else if (cmd < C_RELEASE)
+		snprintf(sql, n, "SAVEPOINT s%d", cmd - C_SAVEPOINT);
+	else if (cmd < C_UNDO)
+		snprintf(sql, n, "RELEASE SAVEPOINT s%d", cmd - C_RELEASE);
+	else
+		snprintf(sql, n, "ROLLBACK TO SAVEPOINT s%d", cmd - C_UNDO);
+}
+
+/* Send command cmd as level id (param: its text parameter, C_NOTIFY's);
+ * want as pg_send_text's. */
+static int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int want)
+{
+	int i = KV_NDB * S_N + cmd, rc;
+	char name[16];
+
+	if (c->broken)
+		return EIO;
+	snprintf(name, sizeof(name), "kc%d", cmd);
+	if (!pg_prepared(c, i)) {
+		char sql[128];
+
+		pg_cmd_sql(c, cmd, sql, sizeof(sql));
+		if (!PQsendPrepare(c->pq, name, sql, param ? 1 : 0, NULL))
+			return pg_lost_pq(c);
+		if ((rc = pg_push(c, id, 1 + i, 0, 0)))
+			return rc;
+	}
+	if (!PQsendQueryPrepared(c->pq, name, param ? 1 : 0, &param, NULL, NULL, 0))
+		return pg_lost_pq(c);
+	return pg_push(c, id, 0, 0, want);
+}
+
 /* Before a statement of level depth: the pipeline kept short, the level
  * not failed (invariant 3), the lazy BEGIN and a reserved put sent. */
 static int pg_prelude(struct pg_conn *c, int depth)
@@ -174,7 +258,7 @@ static int pg_prelude(struct pg_conn *c, int depth)
 	 * while the server restarted or failed over: with nothing of it sent
 	 * yet, its connection is checked now and made again, not failed.
 	 * (A reader's begins just before its first statement.) */
-	if (c->begin_sql && c->writer && (rc = pg_alive(c)))
+	if (c->begin_cmd && c->writer && (rc = pg_alive(c)))
 		return rc;
 	if (c->broken)
 		return EIO;
@@ -182,19 +266,23 @@ static int pg_prelude(struct pg_conn *c, int depth)
 		return rc;
 	if (c->fail_depth <= depth)
 		return c->fail_rc;
-	if (c->begin_sql) {
-		const char *sql = c->begin_sql;
+	if (c->begin_cmd) {
+		int b = c->begin_cmd;
 
-		c->begin_sql = NULL;
+		c->begin_cmd = C_NONE;
 		c->begun = 1;
-		if ((rc = pg_send_text(c, c->open[0], sql, 0)))
+		if ((rc = pg_send_cmd(c, c->open[0], b, NULL, 0)))
 			return rc;
 	}
 	if (c->rsv.on) {
 		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
 
 		c->rsv.on = 0;
-		return pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
+		rc = pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
+		if (!rc) /* its bytes are known now (pg_cache.c invariant 1) */
+			pg_cache_set(c, c->rsv.depth, c->rsv.db, k.data, k.size, PC_VAL, v.data,
+				     v.size, 1);
+		return rc;
 	}
 	return 0;
 }
@@ -205,7 +293,7 @@ static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stm
 	Oid types[3];
 	int n = 0;
 
-	if (c->prepared[db] & (1u << s))
+	if (pg_prepared(c, (int)db * S_N + (int)s))
 		return 0;
 	snprintf(name, sizeof(name), "kv%d_%d", (int)db, (int)s);
 	snprintf(sql, sizeof(sql), pg_stmts[s].sql, kv_db_names[db]);
@@ -217,7 +305,6 @@ static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stm
 		types[n++] = PG_INT4;
 	if (!PQsendPrepare(c->pq, name, sql, n, types))
 		return pg_lost_pq(c);
-	c->prepared[db] |= (uint16_t)(1u << s);
 	return pg_push(c, id, 1 + (int)db * S_N + (int)s, 0, 0);
 }
 
@@ -301,9 +388,13 @@ static void pg_touch(struct pg_conn *c, enum kv_db db, const void *k, size_t kle
 
 /* -------------------------------------------------------- transactions -- */
 
-/* The top level ended: what it handed out goes (invariant 2). */
+/* The top level ended: what it handed out goes (invariant 2), and what it
+ * knew (pg_cache.c invariant 3). */
 static void pg_txn_end(struct pg_conn *c)
 {
+	for (size_t i = c->pend_at; i < c->pend_n; i++)
+		c->pend[i].ent = NULL;
+	pg_cache_end(c);
 	clear_all(c->held, &c->nheld);
 	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
 		PQclear(cur->res);
@@ -315,7 +406,7 @@ static void pg_txn_end(struct pg_conn *c)
 	c->depth = -1;
 	c->fail_depth = INT_MAX;
 	c->fail_rc = 0;
-	c->begin_sql = NULL;
+	c->begin_cmd = C_NONE;
 	c->begun = 0;
 	c->rsv.on = 0;
 	memset(c->deferred, 0, sizeof(c->deferred));
@@ -329,11 +420,17 @@ static void pg_txn_end(struct pg_conn *c)
  * then pg_stat_activity shows the connection "active" in "ROLLBACK". */
 static void pg_end_rollback(struct pg_conn *c)
 {
-	if (c->begun && !pg_sync(c) && !pg_send_text(c, 0, "ROLLBACK", 0))
+	if (c->implicit) { /* its Sync ends it (a read: nothing to commit) */
+		c->implicit = 0;
+		if (!pg_sync(c))
+			pg_flush_now(c);
+		return;
+	}
+	if (c->begun && !pg_sync(c) && !pg_send_cmd(c, 0, C_ROLLBACK, NULL, 0))
 		pg_flush_now(c);
 }
 
-static int pg_top_begin(kv_etxn *x, const char *begin_sql)
+static int pg_top_begin(kv_etxn *x, int begin_cmd)
 {
 	struct pg_conn *c = x->c;
 	int rc = pg_alive(c);
@@ -343,7 +440,7 @@ static int pg_top_begin(kv_etxn *x, const char *begin_sql)
 	assert(c->depth < 0);
 	c->depth = 0;
 	c->open[0] = pg_serial(c);
-	c->begin_sql = begin_sql;
+	c->begin_cmd = begin_cmd;
 	c->begun = 0;
 	x->depth = 0;
 	x->active = 1;
@@ -354,7 +451,6 @@ static int pg_child_begin(kv_etxn *parent, kv_etxn **out)
 {
 	struct pg_conn *c = parent->c;
 	int d = parent->depth + 1, rc;
-	char sql[32];
 	kv_etxn *x;
 
 	if (parent->kind != PG_WRITE)
@@ -372,8 +468,7 @@ static int pg_child_begin(kv_etxn *parent, kv_etxn **out)
 	c->depth = d;
 	c->open[d] = pg_serial(c);
 	c->deferred[d] = 0;
-	snprintf(sql, sizeof(sql), "SAVEPOINT s%d", d);
-	rc = pg_send_text(c, c->open[d], sql, 0);
+	rc = pg_send_cmd(c, c->open[d], C_SAVEPOINT + d, NULL, 0);
 	if (rc) {
 		c->depth = d - 1;
 		goto free_x;
@@ -390,7 +485,6 @@ static void pg_child_abort(kv_etxn *x)
 {
 	struct pg_conn *c = x->c;
 	int d = x->depth;
-	char sql[64];
 
 	assert(c->depth == d);
 	if (c->rsv.on && c->rsv.depth == d)
@@ -399,13 +493,11 @@ static void pg_child_abort(kv_etxn *x)
 	c->depth = d - 1;
 	if (c->fail_depth == d)
 		c->fail_depth = INT_MAX;
+	pg_cache_abort(c, d);
 	/* The parent's cursors: the child's writes made those they touch
 	 * stale already (pg_touch), so they fetch again after the rollback. */
-	snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT s%d", d);
-	if (!pg_sync(c) && !pg_send_text(c, c->open[d - 1], sql, 0)) {
-		snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT s%d", d);
-		pg_send_text(c, c->open[d - 1], sql, 0);
-	}
+	if (!pg_sync(c) && !pg_send_cmd(c, c->open[d - 1], C_UNDO + d, NULL, 0))
+		pg_send_cmd(c, c->open[d - 1], C_RELEASE + d, NULL, 0);
 	free(x);
 }
 
@@ -413,7 +505,6 @@ static int pg_child_commit(kv_etxn *x)
 {
 	struct pg_conn *c = x->c;
 	int d = x->depth, rc;
-	char sql[32];
 
 	rc = pg_prelude(c, d);
 	if (!rc && c->deferred[d])
@@ -426,8 +517,8 @@ static int pg_child_commit(kv_etxn *x)
 	}
 	c->open[d] = 0;
 	c->depth = d - 1;
-	snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT s%d", d);
-	rc = pg_send_text(c, c->open[d - 1], sql, 0); /* a failure is the parent's now */
+	pg_cache_commit(c, d);
+	rc = pg_send_cmd(c, c->open[d - 1], C_RELEASE + d, NULL, 0); /* the parent's now */
 	free(x);
 	return rc;
 }
@@ -441,7 +532,7 @@ static int pg_commit_top(kv_etxn *x)
 	if (x->kind == PG_WRITE && (c->begun || c->rsv.on)) {
 		rc = pg_prelude(c, 0);
 		if (!rc)
-			rc = pg_send_text(c, c->open[0], "COMMIT", 1);
+			rc = pg_send_cmd(c, c->open[0], C_COMMIT, NULL, 1);
 		if (!rc)
 			rc = pg_drain(c, &r);
 		if (!rc && strcmp(PQcmdStatus(r), "COMMIT"))
@@ -480,7 +571,7 @@ static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **ou
 		x->kind = PG_RDONLY;
 		rc = pg_pool_get(pe, &x->c, NULL, 0);
 		if (!rc)
-			rc = pg_top_begin(x, PG_BEGIN_READ);
+			rc = pg_top_begin(x, C_BEGIN_READ);
 		if (rc) {
 			if (x->c)
 				pg_pool_put(pe, x->c);
@@ -493,7 +584,7 @@ static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **ou
 		x = &pe->wtx;
 		assert(!x->active); /* one write txn (contract 3) */
 		*x = (kv_etxn){.c = pe->w, .kind = PG_WRITE};
-		rc = pg_top_begin(x, "BEGIN");
+		rc = pg_top_begin(x, C_BEGIN);
 		if (rc)
 			return rc;
 	}
@@ -543,7 +634,9 @@ static int pg_read_begin(kv_env *e, kv_etxn **xp)
 		*xp = x;
 	}
 	assert(!x->active);
-	return pg_top_begin(x, PG_BEGIN_READ);
+	rc = pg_top_begin(x, C_NONE);
+	x->c->implicit = !rc;
+	return rc;
 }
 
 static void pg_read_end(kv_env *e, kv_etxn *x)
@@ -566,23 +659,110 @@ static void pg_read_free(kv_env *e, kv_etxn *x)
 
 /* ------------------------------------------------------------- records -- */
 
+/* What level depth knows of key k of db (pg_cache.c): a value or an
+ * absence, a prefetch's result waited for; NULL to ask the server (or a
+ * failure in *rc). */
+static struct pg_centry *pg_known(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k,
+				  int *rc)
+{
+	struct pg_centry *ce;
+
+	*rc = pg_prelude(c, depth); /* a failed level; a reserved put sent */
+	if (*rc)
+		return NULL;
+	ce = pg_cache_find(c, db, k->data, k->size);
+	if (!ce || ce->state != PC_PEND)
+		return ce;
+	*rc = pg_drain(c, NULL);
+	if (!*rc && c->fail_depth <= depth)
+		*rc = c->fail_rc;
+	if (*rc)
+		return NULL;
+	ce = pg_cache_find(c, db, k->data, k->size);
+	if (ce && ce->state == PC_PEND) { /* its result went with a lost connection */
+		pg_cache_drop(c, db, k->data, k->size);
+		ce = NULL;
+	}
+	return ce;
+}
+
+/* The server's answer r to a get of key k of db (0 or 1 rows, taken):
+ * KV_ENOTFOUND, or 0 with *v and r held; the cache told either way. */
+static int pg_got(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k, PGresult *r,
+		  kv_val *v)
+{
+	int rc;
+
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		pg_cache_set(c, depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
+		return KV_ENOTFOUND;
+	}
+	if ((rc = pg_hold(c, r)))
+		return rc;
+	pg_val(r, 0, 0, v);
+	pg_cache_set(c, depth, db, k->data, k->size, PC_VAL, v->data, v->size, 0);
+	return 0;
+}
+
 static int pg_get(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 {
+	struct pg_centry *ce;
 	PGresult *r;
 	int rc;
 
 	(void)e;
-	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+	ce = pg_known(x->c, x->depth, db, k, &rc);
 	if (rc)
 		return rc;
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return KV_ENOTFOUND;
+	if (ce) {
+		if (ce->state == PC_NONE)
+			return KV_ENOTFOUND;
+		v->data = (void *)ce->val;
+		v->size = ce->vlen;
+		return 0;
 	}
-	if ((rc = pg_hold(x->c, r)))
-		return rc;
-	pg_val(r, 0, 0, v);
-	return 0;
+	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+	return rc ? rc : pg_got(x->c, x->depth, db, k, r, v);
+}
+
+/* engine.h: the get goes now, its result to the cache; the get that
+ * follows waits for it with whatever else went meanwhile. */
+static void pg_prefetch(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
+{
+	struct pg_conn *c = x->c;
+
+	(void)e;
+	if (pg_cache_find(c, db, k->data, k->size))
+		return; /* known, or on its way */
+	if (pg_send_stmt(c, x->depth, db, S_GET, k, NULL, 0, 0))
+		return; /* the get will say why */
+	c->pend[c->pend_n - 1].ent =
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_PEND, NULL, 0, 0);
+}
+
+void pg_prefetched(struct pg_conn *c, const struct pg_pend *p, PGresult *r)
+{
+	struct pg_centry *ce = p->ent;
+	kv_val v;
+
+	if (ce->state != PC_PEND) { /* dropped, or changed since it went */
+		PQclear(r);
+		return;
+	}
+	if (!r || (PQntuples(r) && pg_hold(c, r))) { /* pg_hold cleared it */
+		pg_cache_drop(c, ce->db, ce->key, ce->klen);
+		return;
+	}
+	if (!PQntuples(r)) {
+		PQclear(r);
+		ce->state = PC_NONE;
+		return;
+	}
+	pg_val(r, 0, 0, &v);
+	ce->state = PC_VAL;
+	ce->val = v.data;
+	ce->vlen = v.size;
 }
 
 /* KV_PUT_RESERVE: the bytes go with the next statement (contract 7). */
@@ -618,62 +798,106 @@ static int pg_reserve(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 	rs->on = 1;
 	v->data = rs->buf;
 	pg_touch(c, db, k->data, k->size);
+	pg_cache_drop(c, db, k->data, k->size); /* known again when it goes */
 	return 0;
+}
+
+/* NOOVERWRITE: KV_EKEYEXIST with the value there in *v (as LMDB gives
+ * it); 1 when it went in (S_PUTNEW), 0 when the put is still to be made. */
+static int pg_put_new(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v, unsigned flags)
+{
+	struct pg_conn *c = x->c;
+	/* With RESERVE, a look first; without, the insert itself. */
+	enum pg_stmt s = flags & KV_PUT_RESERVE ? S_GET : S_PUTNEW;
+	struct pg_centry *ce;
+	PGresult *r;
+	kv_val there;
+	int rc;
+
+	ce = pg_known(c, x->depth, db, k, &rc);
+	if (rc)
+		return rc;
+	if (ce && ce->state == PC_NONE)
+		return 0; /* a plain put does */
+	if (ce) {
+		v->data = (void *)ce->val;
+		v->size = ce->vlen;
+		return KV_EKEYEXIST;
+	}
+	rc = pg_call(c, x->depth, db, s, k, v, 0, &r);
+	if (rc)
+		return rc;
+	if (s == S_PUTNEW && !PQntuples(r)) {
+		PQclear(r);
+		pg_touch(c, db, k->data, k->size);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_VAL, v->data, v->size, 1);
+		return 1;
+	}
+	rc = pg_got(c, x->depth, db, k, r, &there);
+	if (rc == KV_ENOTFOUND)
+		return 0;
+	if (rc == 0) {
+		*v = there;
+		rc = KV_EKEYEXIST;
+	}
+	return rc;
 }
 
 static int pg_put(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v,
 		  unsigned flags)
 {
 	struct pg_conn *c = x->c;
-	PGresult *r;
 	int rc;
 
 	(void)e;
 	if (x->kind != PG_WRITE)
 		return EACCES;
 	if (flags & KV_PUT_NOOVERWRITE) {
-		/* With RESERVE, a look first; without, the insert itself. */
-		enum pg_stmt s = flags & KV_PUT_RESERVE ? S_GET : S_PUTNEW;
-
-		rc = pg_call(c, x->depth, db, s, k, v, 0, &r);
+		rc = pg_put_new(x, db, k, v, flags);
 		if (rc)
-			return rc;
-		if (PQntuples(r)) {
-			if ((rc = pg_hold(c, r)))
-				return rc;
-			pg_val(r, 0, 0, v); /* the value there, as LMDB gives it */
-			return KV_EKEYEXIST;
-		}
-		PQclear(r);
-		if (s == S_PUTNEW) {
-			pg_touch(c, db, k->data, k->size);
-			return 0;
-		}
+			return rc == 1 ? 0 : rc;
 	}
 	if (flags & KV_PUT_RESERVE)
 		return pg_reserve(x, db, k, v);
 	rc = pg_send_stmt(c, x->depth, db, S_PUT, k, v, 0, 0);
-	if (!rc)
+	if (!rc) {
 		pg_touch(c, db, k->data, k->size);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_VAL, v->data, v->size, 1);
+	}
 	return rc;
 }
 
 static int pg_del(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
 {
+	struct pg_conn *c = x->c;
+	struct pg_centry *ce;
 	PGresult *r;
 	int rc, gone;
 
 	(void)e;
 	if (x->kind != PG_WRITE)
 		return EACCES;
-	rc = pg_call(x->c, x->depth, db, S_DEL, k, NULL, 0, &r);
+	ce = pg_known(c, x->depth, db, k, &rc);
 	if (rc)
 		return rc;
-	gone = strcmp(PQcmdTuples(r), "0") != 0;
-	PQclear(r);
-	if (!gone)
+	if (ce && ce->state == PC_NONE)
 		return KV_ENOTFOUND;
-	pg_touch(x->c, db, k->data, k->size);
+	if (ce) { /* there: nothing to wait for, as a put */
+		rc = pg_send_stmt(c, x->depth, db, S_DEL, k, NULL, 0, 0);
+		if (rc)
+			return rc;
+	} else {
+		rc = pg_call(c, x->depth, db, S_DEL, k, NULL, 0, &r);
+		if (rc)
+			return rc;
+		gone = strcmp(PQcmdTuples(r), "0") != 0;
+		PQclear(r);
+		pg_cache_set(c, x->depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
+		if (!gone)
+			return KV_ENOTFOUND;
+	}
+	pg_touch(c, db, k->data, k->size);
+	pg_cache_set(c, x->depth, db, k->data, k->size, PC_NONE, NULL, 0, 0);
 	return 0;
 }
 
@@ -840,6 +1064,39 @@ static int pg_cur_step(kv_ecur *cur, int d)
 	return pg_cur_fetch(cur, d > 0 ? S_GT : S_LT, &at, d);
 }
 
+/* SET_RANGE or SET_KEY to k among the rows the cursor holds, when they
+ * tell: it stands on them, they ascend and nothing in their span changed
+ * since they came (invariant 4), so any key from the first row to the last
+ * is one of them. 1 when they told (*rc 0, or KV_ENOTFOUND for a SET_KEY
+ * of a key not there); 0: fetch. A listing seeks to the entry it gave
+ * last, then steps on: one fetch a batch of rows, not one an entry. */
+static int pg_cur_seek_held(kv_ecur *cur, const kv_val *k, enum kv_cop op, int *rc)
+{
+	int lo = 0, hi;
+
+	if (!cur->x || !cur->res || cur->row < 0 || cur->dir < 0 || cur->stale ||
+	    cur->cur_stale || cur->holes)
+		return 0;
+	hi = cur->nrows - 1;
+	if (row_cmp(cur, 0, k->data, k->size) > 0 || row_cmp(cur, hi, k->data, k->size) < 0)
+		return 0;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (row_cmp(cur, mid, k->data, k->size) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*rc = 0;
+	cur->row = lo;
+	if (op == KV_SET_KEY && row_cmp(cur, lo, k->data, k->size)) {
+		cur->row = -1;
+		*rc = KV_ENOTFOUND;
+	}
+	return 1;
+}
+
 static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop op)
 {
 	kv_val at;
@@ -855,6 +1112,8 @@ static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop
 		break;
 	case KV_SET_KEY:
 	case KV_SET_RANGE:
+		if (pg_cur_seek_held(cur, k, op, &rc))
+			break;
 		cur->limit = PG_ROWS_FIRST;
 		at = *k;
 		rc = pg_cur_fetch(cur, S_GE, &at, 1);
@@ -907,8 +1166,11 @@ static int pg_cur_del(kv_env *e, kv_ecur *cur)
 		return EACCES;
 	pg_val(cur->res, cur->row, 0, &at);
 	rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
-	if (!rc) /* its rows stay right: NEXT moves on from them */
+	if (!rc) { /* its rows stay right: NEXT moves on from them */
 		pg_touch(cur->c, cur->db, at.data, at.size);
+		pg_cache_set(cur->c, cur->x->depth, cur->db, at.data, at.size, PC_NONE, NULL, 0,
+			     0);
+	}
 	return rc;
 }
 
@@ -968,14 +1230,17 @@ static int pg_create(kv_env *e, int force, int (*init)(kv_env *e, kv_etxn *x, vo
 	e->eng_priv = pe;
 	x = &pe->wtx;
 	*x = (kv_etxn){.c = pe->w, .kind = PG_WRITE};
-	rc = pg_top_begin(x, NULL);
+	rc = pg_top_begin(x, C_NONE);
 	if (!rc) {
 		pe->w->begun = 1;
 		rc = init ? -init(e, x, arg) : 0; /* init: 0 or a negative errno value */
-		if (rc)
-			pg_txn_abort(e, x);
-		else
-			rc = pg_txn_commit(e, x);
+		if (rc) {
+			pg_end_rollback(x->c);
+			pg_txn_end(x->c);
+		} else {
+			rc = pg_commit_top(x);
+		}
+		x->active = 0; /* pg_top_done's, for the writer's level */
 		if (rc && err && !err[0])
 			kv_seterr(err, errlen, "'%s': %s", pe->disp,
 				  pe->w->last_err[0] ? pe->w->last_err : pg_strerror(rc));
@@ -1030,12 +1295,13 @@ static void pg_close(kv_env *e)
 }
 
 /* Commits wait for their WAL flush (synchronous_commit on, pg_conn.c)
- * but with KV_DURABLE_NONE: then sync flushes it (pg_store_sync). */
+ * but with KV_DURABLE_NONE; sync flushes it (pg_store_sync) for all but
+ * KV_DURABLE_FULL, where every commit was durable already. */
 static int pg_sync_env(kv_env *e)
 {
 	struct pg_env *pe = e->eng_priv;
 
-	if (!pe->w || e->durability != KV_DURABLE_NONE)
+	if (!pe->w || e->durability == KV_DURABLE_FULL)
 		return 0;
 	return pg_store_sync(pe);
 }
@@ -1073,30 +1339,29 @@ static int pg_lock(kv_env *e, kv_etxn *x)
 
 	assert(x->depth == 0 && x->kind == PG_WRITE);
 	rc = pg_prelude(x->c, 0);
-	return rc ? rc : pg_send_text(x->c, x->c->open[0], pe->lock_sql, 0);
+	(void)pe;
+	return rc ? rc : pg_send_cmd(x->c, x->c->open[0], C_LOCK, NULL, 0);
 }
 
 /* The message goes in the top-level transaction, without waiting: NOTIFY
  * delivers it when the transaction commits, or never. change.c's messages
- * are lower-case hex, 'i', 'n', '/', "kvfs1" and spaces: nothing to quote. */
+ * are lower-case hex, 'i', 'n', '/', "kvfs1" and spaces (text, a parameter). */
 static int pg_publish(kv_env *e, kv_etxn *x, const char *msg, size_t len)
 {
-	struct pg_env *pe = e->eng_priv;
 	struct pg_conn *c = x->c;
-	char *sql;
+	char *text;
 	int rc;
 
+	(void)e;
 	assert(x->depth == 0 && x->kind == PG_WRITE);
 	assert(strspn(msg, "0123456789abcdefikvsn/ ") == len);
-	sql = malloc(len + sizeof(pe->chan) + 32);
-	if (!sql)
+	text = strndup(msg, len);
+	if (!text)
 		return ENOMEM;
-	snprintf(sql, len + sizeof(pe->chan) + 32, "SELECT pg_notify('%s', '%.*s')", pe->chan,
-		 (int)len, msg);
 	rc = pg_prelude(c, 0);
 	if (!rc)
-		rc = pg_send_text(c, c->open[0], sql, 0);
-	free(sql);
+		rc = pg_send_cmd(c, c->open[0], C_NOTIFY, text, 0);
+	free(text);
 	return rc;
 }
 
@@ -1143,6 +1408,7 @@ const struct kv_engine kv_engine_pg = {
 	.read_end = pg_read_end,
 	.read_free = pg_read_free,
 	.get = pg_get,
+	.prefetch = pg_prefetch,
 	.put = pg_put,
 	.del = pg_del,
 	.count = pg_count,
@@ -1159,6 +1425,7 @@ const struct kv_engine kv_engine_pg = {
 	.publish = pg_publish,
 	.listen = pg_listen,
 	.lock = pg_lock,
+	.any_thread = 1,
 	.map = 0,
 	.shared = 1,
 };

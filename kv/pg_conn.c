@@ -8,8 +8,9 @@
  * Invariants:
  *  1. Every connection is in pipeline mode and nonblocking. Statements go
  *     out without waiting; pend lists each message sent whose results are
- *     unread, in order, and pg_drain reads all of them (after a Sync), so
- *     the one result a caller waits for is never taken for another's.
+ *     unread, in order, and pg_drain reads all of them (after a Sync, or a
+ *     flush request within an implicit transaction, pg.c), so the one
+ *     result a caller waits for is never taken for another's.
  *  2. No call waits longer than wait_ms for the server (poll() on the
  *     socket, beside the server's own statement_timeout and TCP
  *     keepalives): past it the connection is lost.
@@ -229,6 +230,16 @@ static int pg_state_errno(const char *st)
 	return EIO;
 }
 
+/* A prepare p failed, or the server skipped it after a failure before it
+ * in its pipeline segment: prepare it again at its next use. */
+static void pg_unprepared(struct pg_conn *c, const struct pg_pend *p)
+{
+	int i = p->prep - 1;
+
+	if (p->prep)
+		c->prepared[i / S_N] &= (uint16_t)~(1u << (i % S_N));
+}
+
 /* A statement failed (invariant 4). */
 static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult *r)
 {
@@ -239,11 +250,7 @@ static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult 
 		return pg_lost(c, PQresultErrorMessage(r)); /* FATAL, PANIC */
 	first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
 	kv_log("postgresql %s: %s", c->pe->disp, c->last_err);
-	if (p->prep) {
-		int i = p->prep - 1;
-
-		c->prepared[i / S_N] &= (uint16_t)~(1u << (i % S_N)); /* prepare it again */
-	}
+	pg_unprepared(c, p);
 	for (int d = 0; d <= c->depth; d++) {
 		if (c->open[d] != p->id)
 			continue;
@@ -274,6 +281,7 @@ static int pg_read_one(struct pg_conn *c, const struct pg_pend *p, const struct 
 		break;
 	case PGRES_PIPELINE_ABORTED:
 		prc = *seg_rc ? *seg_rc : EIO;
+		pg_unprepared(c, p);
 		break;
 	default:
 		prc = *seg_rc = pg_failed(c, p, r);
@@ -295,6 +303,11 @@ static int pg_read_one(struct pg_conn *c, const struct pg_pend *p, const struct 
 			return 0;
 		}
 	}
+	if (p->ent) { /* a prefetch's: to the cache (pg.c) */
+		pg_prefetched(c, p, prc ? NULL : r);
+		if (!prc)
+			return 0;
+	}
 	PQclear(r);
 	return 0;
 }
@@ -306,8 +319,12 @@ int pg_drain(struct pg_conn *c, PGresult **res)
 
 	if (res)
 		*res = NULL;
-	if (pg_sync(c))
+	if (c->implicit) { /* a Sync would end its transaction (pg.c): a flush */
+		if (!PQsendFlushRequest(c->pq))
+			return pg_lost_pq(c);
+	} else if (pg_sync(c)) {
 		return EIO;
+	}
 	deadline_in(&dl, c->wait_ms);
 	if (pg_flush(c, &dl))
 		return EIO;
@@ -344,8 +361,12 @@ int pg_drain(struct pg_conn *c, PGresult **res)
 /* Session settings, then how long a call may wait (invariant 2). A
  * statement_timeout of the URL's or the server's stays; without one, calls
  * get PG_STMT_TIMEOUT. The writer's synchronous_commit follows the env's
- * durability: off for KV_DURABLE_NONE (pg.c's sync flushes), else on when
- * the server's default is off. */
+ * durability (engine.h contract 8): off for KV_DURABLE_NONE (pg.c's sync
+ * flushes), else on (when the server's default is off): a commit of the
+ * default mode waits for the WAL, and for a synchronous standby. Off for
+ * the default mode too, a file fsync'd before a failover was missing on
+ * the promoted standby (pg.faults), though sync commits a transaction of
+ * its own with it on; until that is understood, the default waits. */
 static int pg_setup(struct pg_conn *c)
 {
 	enum kv_durability d = c->pe->e->durability;
@@ -359,6 +380,12 @@ static int pg_setup(struct pg_conn *c)
 			  "SELECT set_config('statement_timeout', '" PG_STMT_TIMEOUT "', false) "
 			  "WHERE current_setting('statement_timeout') = '0'",
 			  0);
+	/* the readers' transactions (pg.c: read_begin) take no BEGIN */
+	if (!rc && !c->writer)
+		rc = pg_send_text(c, 0,
+				  "SET default_transaction_isolation = 'repeatable read'", 0);
+	if (!rc && !c->writer)
+		rc = pg_send_text(c, 0, "SET default_transaction_read_only = on", 0);
 	if (!rc && c->writer)
 		rc = pg_send_text(c, 0,
 				  d == KV_DURABLE_NONE
@@ -438,6 +465,7 @@ void pg_conn_free(struct pg_conn *c)
 	if (!c)
 		return;
 	PQfinish(c->pq);
+	pg_cache_free(c);
 	free(c->pend);
 	free(c->held);
 	free(c->rsv.key);

@@ -1,8 +1,9 @@
 /*
- * pg_int.h - shared by the PostgreSQL engine's two files: pg.c (the calls of
- * engine.h: transactions, records, cursors, create and open) and pg_conn.c
+ * pg_int.h - shared by the PostgreSQL engine's files: pg.c (the calls of
+ * engine.h: transactions, records, cursors, create and open), pg_conn.c
  * (its connections: connect, the pipeline and its results, errors, reset,
- * the pool of idle connections). Nothing else includes it.
+ * the pool of idle connections), pg_cache.c (what a transaction knows of
+ * its records) and pg_listen.c (many mounts). Nothing else includes it.
  */
 #ifndef KVFS_PG_INT_H
 #define KVFS_PG_INT_H
@@ -18,6 +19,9 @@
 
 /* The statements of one map, prepared on a connection at first use. */
 enum pg_stmt { S_GET, S_PUT, S_PUTNEW, S_DEL, S_COUNT, S_FIRST, S_LAST, S_GE, S_GT, S_LT, S_N };
+/* Slots of pg_conn.prepared past the maps' for the statements without a
+ * map (pg.c: enum pg_cmd), S_N of them a slot. */
+#define PG_CMD_SLOTS 6
 
 /* A message sent whose results are not read yet (pg_conn.pend). */
 struct pg_pend {
@@ -25,6 +29,31 @@ struct pg_pend {
 	short prep;          /* a prepare: 1 + db * S_N + statement; 0: not one */
 	unsigned char sync;  /* a Sync, not a statement */
 	unsigned char want;  /* its result goes to the caller of pg_drain */
+	struct pg_centry *ent; /* a prefetch: its result goes to this cache entry */
+};
+
+/* What a connection's transaction knows of its records (pg_cache.c). */
+struct pg_cache {
+	struct pg_centry **tab;   /* hash chains: mask + 1 of them */
+	size_t mask, n;
+	struct pg_centry *lvl[PG_MAX_DEPTH]; /* each open level's entries */
+	struct pg_chunk *arena;   /* entries and copied values, to the top level's end */
+	size_t bytes;             /* taken from the arena since the top level began */
+};
+
+/* An entry: a record's value (PC_VAL), its absence (PC_NONE), or a get on
+ * its way (PC_PEND); PC_DEAD once dropped, until the arena goes. */
+enum pg_cstate { PC_DEAD, PC_VAL, PC_NONE, PC_PEND };
+
+struct pg_centry {
+	struct pg_centry *hnext;  /* hash chain */
+	struct pg_centry *lnext, **lprevp; /* its level's list */
+	int depth;                /* the level that learned or changed it last */
+	unsigned char db, state;
+	uint32_t hash;
+	const void *val;          /* PC_VAL: vlen bytes, in a held result or the arena */
+	size_t vlen, klen;
+	unsigned char key[];
 };
 
 /* A put with KV_PUT_RESERVE whose bytes the caller is still writing: sent
@@ -45,7 +74,9 @@ struct pg_conn {
 	int writer;               /* the env's writer: synchronous_commit by durability */
 	int broken;               /* lost: every call fails with EIO until a reset */
 	unsigned wait_ms;         /* how long one call waits for the server */
-	uint16_t prepared[KV_NDB]; /* bit s: statement s of the map prepared */
+	/* bit s of slot i: statement s of map i prepared; slots past KV_NDB:
+	 * pg.c's commands (statement i * S_N + s less the maps') */
+	uint16_t prepared[KV_NDB + PG_CMD_SLOTS];
 	char last_err[256];       /* the server's last error, first line */
 
 	struct pg_pend *pend;     /* sent, results unread: [pend_at, pend_n) */
@@ -53,8 +84,11 @@ struct pg_conn {
 	int unsynced;             /* statements sent since the last Sync */
 
 	/* the transaction (pg.c) */
-	const char *begin_sql;    /* its BEGIN, not sent yet: it goes with the first statement */
+	int begin_cmd;            /* its BEGIN (pg.c: enum pg_cmd), not sent yet: it goes
+	                             with the first statement; 0: none */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
+	int implicit;             /* a read without BEGIN: the server's implicit
+	                             transaction, to the next Sync (pg.c) */
 	int depth;                /* the innermost open level; -1: none */
 	unsigned open[PG_MAX_DEPTH]; /* the open levels' ids */
 	unsigned char deferred[PG_MAX_DEPTH]; /* a level sent a change without reading its result */
@@ -64,6 +98,7 @@ struct pg_conn {
 	size_t nheld, held_cap;
 	struct kv_ecur *curs;     /* cursors open on it */
 	struct pg_reserve rsv;
+	struct pg_cache cache;
 };
 
 enum pg_kind { PG_WRITE, PG_READ, PG_RDONLY };
@@ -93,6 +128,28 @@ struct pg_env {
 	int mount_held;           /* the writer's connection holds it */
 	struct pg_listener *listener;
 };
+
+/* pg_cache.c (invariants there). The entry of key k of db, live, or NULL. */
+struct pg_centry *pg_cache_find(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
+/* Level depth learned or changed key k of db: state (PC_VAL with vlen
+ * bytes at v, copied into the arena when copy, else kept where they are;
+ * PC_NONE; PC_PEND). The entry, or NULL when there was no room (the key's
+ * entry is then dropped: nothing known of it). */
+struct pg_centry *pg_cache_set(struct pg_conn *c, int depth, enum kv_db db, const void *k,
+			       size_t klen, enum pg_cstate state, const void *v, size_t vlen,
+			       int copy);
+/* Forget what is known of key k of db. */
+void pg_cache_drop(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
+/* Child level depth committed: its entries are its parent's; aborted: they
+ * are dropped. */
+void pg_cache_commit(struct pg_conn *c, int depth);
+void pg_cache_abort(struct pg_conn *c, int depth);
+/* The top level ended: every entry goes (the arena's first chunk stays). */
+void pg_cache_end(struct pg_conn *c);
+void pg_cache_free(struct pg_conn *c);
+/* pg.c, for pg_drain: the result r of prefetch p (NULL: it failed), handed
+ * over. */
+void pg_prefetched(struct pg_conn *c, const struct pg_pend *p, PGresult *r);
 
 /* pg_listen.c: the names of the filesystem's lock and channel, from the
  * schema that holds its tables. */

@@ -14,16 +14,18 @@
  *   writer thread:  begin W ... (ops applied into W, each told) ... commit W,
  *                   begin W' ...
  *   a kv_write:     the role free and W open: apply into a child of W on
- *                   its own thread, told at once; else queued for the
- *                   writer thread, which applies it into W
+ *                   its own thread, told at once (a commit or a sync of W
+ *                   too, where the engine lets any thread end W); else
+ *                   queued for the writer thread, which applies it into W
  *   a reader:       its snapshot, unless the inode it reads changed in W or
  *                   a commit came since it began: then W itself, with the
  *                   writer's role held until kv_read_end
  *
  * Invariants:
  *  1. W is begun and committed by the writer thread alone (LMDB's write lock
- *     belongs to the thread that took it); any holder of the writer's role
- *     may apply ops into a child of W or read W. The map is resized, and
+ *     belongs to the thread that took it), or by any holder of the role
+ *     where the engine allows it (engine.h: any_thread); any holder of the
+ *     writer's role may apply ops into a child of W or read W. The map is resized, and
  *     the room measured, only while W is closed (LMDB: no transaction
  *     open), by the role.
  *  2. Every op runs in a child transaction of W: a failure is rolled back
@@ -56,6 +58,11 @@
  *     inode W changed, fail with EIO (kv_lost_check, as Linux reports a
  *     writeback error); and the inode numbers W gave out are never given
  *     again (ino_floor: the kernel may still hold files of W open).
+ *  6. On a shared store no op of W is told before W's superblock was
+ *     read under the writers' lock and found as env has it, or taken: an
+ *     op that ran on a guess (win_run) is run again when the guess was
+ *     wrong, its first try rolled back with its child; so an inode number
+ *     is never given twice, and no op misses a feature another mount set.
  */
 #include <assert.h>
 #include <errno.h>
@@ -207,37 +214,81 @@ void kv_win_leave(kv_txn *t)
 
 enum applied { APPLIED, FAILED, SHORT };
 
-/* Apply op into a child of W (the role held): APPLIED (W changed, op->rc 0),
- * FAILED (op->rc says why, W as it was) or SHORT (not applied: W must
- * commit first, invariant 2). */
-static enum applied win_apply(kv_env *e, struct kv_op *op)
+/* W told nothing yet and cannot go on: it goes, the next op opens another. */
+static void win_drop(kv_env *e)
 {
-	kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, e->win), .win_op = 1};
-	uint64_t bytes = e->wb_bytes;
-	int mrc, rc;
+	e->eng->txn_abort(e, e->win);
+	e->win = NULL;
+	e->win_dirty = 0;
+}
 
-	assert(kv_role_mine(e) && e->win);
-	if (t.over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
-		return op->rc = -ENOSPC, FAILED;
-	if (e->win_fresh) { /* a shared store: W's first op, see win_open */
-		rc = kv_super_reload(e, e->win);
-		if (rc) { /* W told nothing yet: it goes, the next op opens another */
-			e->eng->txn_abort(e, e->win);
-			e->win = NULL;
-			e->win_dirty = 0;
-			return op->rc = rc, FAILED;
-		}
+/* Run op in a child of W, left open in t. On a shared store's fresh W
+ * (win_fresh) the writers' lock comes first and the superblock is read
+ * again (the inode counter may have moved): with the op's own reads, one
+ * wait on a server, when the last look found it as env had it
+ * (super_guess); then it is checked after the op, which runs again on the
+ * superblock W holds if it moved (invariant 6). -errno, W dropped when it
+ * cannot go on (t.txn NULL). */
+static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int over)
+{
+	int guess = 0, mrc, rc;
+
+	if (e->win_fresh) {
+		guess = e->super_guess;
+		rc = guess ? kv_super_lock(e, e->win) : kv_super_reload(e, e->win);
+		if (rc)
+			return win_drop(e), rc;
 		e->win_fresh = 0;
 		/* W holds the others' writers now: it commits by window even if
 		 * its ops change nothing (an atime already late enough) */
 		e->win_dirty = 1;
 		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
 	}
-	mrc = e->eng->txn_begin(e, e->win, 0, &t.txn);
-	if (mrc)
-		return op->rc = kv_err(NULL, mrc, "begin op"), FAILED;
-	rc = op->apply(&t, op->arg);
-	kv_txn_close_cursors(&t);
+	for (;;) {
+		*t = (kv_txn){.env = e, .write = 1, .over = over, .win_op = 1};
+		mrc = e->eng->txn_begin(e, e->win, 0, &t->txn);
+		if (mrc) {
+			t->txn = NULL;
+			if (guess) /* the superblock never checked */
+				win_drop(e);
+			return kv_err(NULL, mrc, "begin op");
+		}
+		rc = op->apply(t, op->arg);
+		kv_txn_close_cursors(t);
+		if (!guess || kv_super_check(e, t->txn) == 1)
+			return rc;
+		/* it moved (another mount's commit, or the op's own store of
+		 * it), or could not be read: the try goes with its child, and
+		 * the op runs again on W's (its own store gone) */
+		guess = e->super_guess = 0;
+		e->eng->txn_abort(e, t->txn);
+		t->txn = NULL;
+		e->wb_bytes = bytes;
+		rc = kv_super_check(e, e->win);
+		if (rc < 0)
+			return win_drop(e), rc;
+		e->next_ino = e->super.next_ino; /* what the try took goes with it */
+	}
+}
+
+/* Apply op into a child of W (the role held): APPLIED (W changed, op->rc 0),
+ * FAILED (op->rc says why, W as it was) or SHORT (not applied: W must
+ * commit first, invariant 2). */
+static enum applied win_apply(kv_env *e, struct kv_op *op)
+{
+	uint64_t bytes = e->wb_bytes;
+	int over, rc;
+	kv_txn t;
+
+	assert(kv_role_mine(e) && e->win);
+	if (op->apply == kv_apply_nothing)
+		return op->rc = 0, APPLIED; /* a commit's or a sync's mark: no child, no lock */
+	over = kv_room_over(e, e->win);
+	if (over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
+		return op->rc = -ENOSPC, FAILED;
+	rc = win_run(e, op, &t, bytes, over);
+	if (!t.txn)
+		return op->rc = rc, FAILED;
 	if (rc == 0 && !t.map_full && !t.txn_full)
 		rc = kv_err(&t, e->eng->txn_commit(e, t.txn), "commit op");
 	else
@@ -268,9 +319,29 @@ static int win_full(const kv_env *e)
 	return e->win_pages >= e->win_room || e->win_bytes >= WIN_BYTES_MAX;
 }
 
+static int win_close(kv_env *e, int sync);
+static void win_open(kv_env *e);
+static void win_fail(kv_env *e, int rc);
+
+/* A commit (and sync) of W asked by a thread that holds the role: here,
+ * not by the writer thread (invariant 1: the engine allows it), which
+ * saves two thread wakeups a close(2) on a shared store (file.c). */
+static int win_commit_here(kv_env *e, int sync)
+{
+	int rc = win_close(e, sync);
+
+	if (rc) {
+		win_fail(e, rc);
+		return -EIO; /* not durable, or lost (as win_turn tells) */
+	}
+	win_open(e);
+	return 0;
+}
+
 int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc)
 {
 	struct kv_op op = {.apply = apply, .arg = arg, .flags = flags};
+	int commit = flags & (KV_OP_SYNC | KV_OP_COMMIT);
 	enum applied how;
 
 	pthread_mutex_lock(&e->q_lock);
@@ -278,12 +349,19 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	 * writer thread's batch takes them before this op, which applied here
 	 * would overtake them (a utimensat after a read lost to its atime) */
 	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win || e->win_commit ||
-	    e->win_failed || (flags & (KV_OP_SYNC | KV_OP_COMMIT))) {
+	    e->win_failed || (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
 		pthread_mutex_unlock(&e->q_lock);
 		return 0; /* the writer thread's */
 	}
 	kv_role_take(e);
 	pthread_mutex_unlock(&e->q_lock);
+	if (commit) {
+		*rc = win_commit_here(e, flags & KV_OP_SYNC);
+		pthread_mutex_lock(&e->q_lock);
+		kv_role_release_locked(e);
+		pthread_mutex_unlock(&e->q_lock);
+		return 1;
+	}
 	how = win_apply(e, &op);
 	pthread_mutex_lock(&e->q_lock);
 	if (how == APPLIED && win_full(e))

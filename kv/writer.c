@@ -405,6 +405,9 @@ static struct kv_op *commit_ops(kv_env *e, kv_etxn *parent, struct kv_op *start,
  * to go on from (start again for a replay), NULL when all are done. */
 static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 {
+	/* a shared store's superblock, guessed as env has it (window.c
+	 * invariant 6): read with the ops' first reads, checked after them */
+	int guess = e->eng->shared && e->super_guess;
 	enum stop_reason why;
 	struct kv_op *stop, *op;
 	kv_etxn *parent;
@@ -413,7 +416,8 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
 	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
 	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, 0, &parent), "begin batch");
-	if (rc == 0 && e->eng->shared && (rc = kv_super_reload(e, parent)) != 0)
+	if (rc == 0 && e->eng->shared &&
+	    (rc = guess ? kv_super_lock(e, parent) : kv_super_reload(e, parent)) != 0)
 		e->eng->txn_abort(e, parent);
 	kv_change_begin(e);
 	if (rc) {
@@ -424,6 +428,17 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	}
 	e->w_txn = parent;
 	stop = apply_ops(e, parent, start, b->flat, &why);
+	if (guess && kv_super_check(e, parent) != 1) {
+		/* it moved, or the ops stored it, or it could not be read: all
+		 * of it again, the superblock read first; nothing was told */
+		e->eng->txn_abort(e, parent);
+		e->w_txn = NULL;
+		e->super_guess = 0;
+		e->next_ino = e->super.next_ino; /* what the try took goes with it */
+		for (op = start; op; op = op->next)
+			op->rc = 0;
+		return start;
+	}
 	if (b->flat && why != STOP_NONE) {
 		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
@@ -688,8 +703,18 @@ int kv_settle(kv_env *e)
 
 	if (e->readonly || !e->writer_running)
 		return 0;
-	if (e->window_ms) /* what was applied, counted as committed */
-		return kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
+	if (e->window_ms) {
+		/* what was applied, counted as committed; nothing applied since
+		 * the last commit (a close after reads): nothing to wait for */
+		int idle;
+
+		pthread_mutex_lock(&e->q_lock);
+		/* win_dirty is the role's: read while nobody holds it */
+		idle = !e->w_busy && !e->q_head && !e->lazy_head && !e->win_commit &&
+		       !e->win_failed && !(e->win && e->win_dirty);
+		pthread_mutex_unlock(&e->q_lock);
+		return idle ? 0 : kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
+	}
 	pthread_mutex_lock(&e->q_lock);
 	lazy = e->lazy_head != NULL;
 	pthread_mutex_unlock(&e->q_lock);
@@ -728,6 +753,9 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 	struct waiter w = {.apply = apply, .arg = arg};
 	struct kv_op op = {.apply = waiter_apply, .done = waiter_done, .arg = &w, .flags = flags};
 	int rc;
+
+	if (apply == kv_apply_nothing) /* as it is: the window knows it (win_apply) */
+		op.apply = kv_apply_nothing;
 
 	if (e->readonly || !e->writer_running)
 		return -EROFS;

@@ -80,6 +80,15 @@ static int xattr_key(unsigned char *buf, uint64_t ino, const char *name, kv_val 
 	return 0;
 }
 
+void kv_xattr_prefetch(kv_txn *t, uint64_t ino, const char *name)
+{
+	unsigned char kb[XKEY_MAX];
+	kv_val k;
+
+	if (xattr_key(kb, ino, name, &k) == 0)
+		kv_eprefetch(t, KV_DB_XATTR, &k);
+}
+
 int kv_xattr_get(kv_txn *t, uint64_t ino, const char *name, const void **val, size_t *len)
 {
 	unsigned char kb[XKEY_MAX];

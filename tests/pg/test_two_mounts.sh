@@ -2,10 +2,11 @@
 # test_two_mounts.sh - two daemons mount one PostgreSQL-backed filesystem
 # read-write (as two hosts would): what one does, the other sees within
 # SEEN seconds (a create, a write, a rename, an unlink, a chmod, an xattr,
-# a mkdir and rmdir), names it had looked up and pages it had read
+# a capability where none was known, a mkdir and rmdir), names it had looked up and pages it had read
 # included; close-to-open holds (a file closed on one reads whole on the
 # other at once); creates from both into one directory at once never
-# collide or lose a name; an idle mount holds no lock of the other's
+# collide or lose a name, nor beside a third mount that commits each
+# change before it answers (window=0); an idle mount holds no lock of the other's
 # writers; fsck -n and kvfs-dump read it while both are mounted, and fsck
 # finds it clean after.
 #
@@ -65,6 +66,14 @@ chmod 600 "$A/g"
 within "chmod" mode_is "$B/g" 600
 setfattr -n user.k -v v1 "$A/g"
 within "setxattr" xattr_is "$B/g" user.k v1
+# the capability the kernel asks before each write(2): the second knew the
+# file had none (it wrote it), the first sets one
+echo data > "$B/cap"
+echo more >> "$B/cap"
+within "a file written on the other" test -e "$A/cap"
+setfattr -n security.capability -v 0x0100000200000000000000000000000000000000 "$A/cap"
+has_cap() { getfattr -e hex -n security.capability "$1" 2>/dev/null | grep -q 0x01000002; }
+within "a capability set where one knew none" has_cap "$B/cap"
 mkdir "$A/dir"
 within "mkdir" test -d "$B/dir"
 rmdir "$A/dir"
@@ -83,15 +92,22 @@ cat "$A/h" >/dev/null
 cp "$T/data" "$B/h"
 within "a file closed on one, opened on the other" cmp -s "$T/data" "$A/h"
 
+# creates_at_once N DIR1 DIR2 WHAT: N files made in each directory (two
+# mounts' views of one) at once, a and b their names' first letters
+creates_at_once() {
+	local n=$1 pa pb
+	(for i in $(seq "$n"); do : > "$2/a$i" || exit 1; done) &
+	pa=$!
+	(for i in $(seq "$n"); do : > "$3/b$i" || exit 1; done) &
+	pb=$!
+	expect "creates on the first, $4" wait $pa
+	expect "creates on the other, $4" wait $pb
+}
+
 # creates from both into one directory at once
 mkdir "$A/d"
 within "the shared directory" test -d "$B/d"
-(for i in $(seq 300); do : > "$A/d/a$i" || exit 1; done) &
-pa=$!
-(for i in $(seq 300); do : > "$B/d/b$i" || exit 1; done) &
-pb=$!
-expect "creates on the first" wait $pa
-expect "creates on the second" wait $pb
+creates_at_once 300 "$A/d" "$B/d" "beside the second"
 count_is() { [ "$(ls "$1" | wc -l)" -eq "$2" ]; }
 within "600 names on the first" count_is "$A/d" 600
 within "600 names on the second" count_is "$B/d" 600
@@ -99,6 +115,20 @@ expect "no inode number twice" \
 	[ "$(ls -i "$A/d" | awk '{print $1}' | sort -u | wc -l)" -eq 600 ]
 listing() { diff <(ls -i "$A/d") <(ls -i "$B/d") >/dev/null; }
 within "both list the same names and numbers" listing
+
+# again with a mount that commits each change before it answers
+# (window=0: writer.c's batches, which guess the superblock too)
+C=$T/mnt3
+mkdir -p "$C"
+"$KVFS_BIN" "$IMG" "$C" -o window=0 || { echo "FAIL: the third mount"; exit 1; }
+CLEANUP_EXTRA='fusermount3 -u "$B" 2>/dev/null; fusermount3 -u "$C" 2>/dev/null'
+mkdir "$A/e"
+within "the third mount's directory" test -d "$C/e"
+creates_at_once 200 "$A/e" "$C/e" "beside the third"
+within "400 names on the first" count_is "$A/e" 400
+expect "no inode number twice, the third's too" \
+	[ "$(ls -i "$A/d" "$A/e" | awk 'NF == 2 {print $1}' | sort -u | wc -l)" -eq 1000 ]
+fusermount3 -u "$C"
 
 # the tools read a snapshot while both are mounted
 expect "fsck -n while mounted" "$FSCK_BIN" -n "$IMG"

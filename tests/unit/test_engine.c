@@ -748,12 +748,24 @@ static void step_child(struct run *r, int begin)
 	rec_drop(r, r->depth, 0, NULL, 0);
 }
 
+/* A prefetch (engine.h): changes nothing the model sees; the gets, puts
+ * and dels of the key that follow answer as without it. */
+static void step_prefetch(struct run *r, int i)
+{
+	unsigned char k[8];
+	kv_val kv = {rnd_key(k), k};
+
+	ENG->prefetch(r->e, r->x[r->depth], run_db[i], &kv);
+}
+
 static void step(struct run *r)
 {
-	unsigned op = rndn(100), i = rndn(2);
+	unsigned op = rndn(108), i = rndn(2);
 	uint64_t n;
 
-	if (op < 25)
+	if (op >= 100)
+		step_prefetch(r, (int)i);
+	else if (op < 25)
 		step_put(r, (int)i, 0);
 	else if (op < 31)
 		step_put(r, (int)i, KV_PUT_NOOVERWRITE);
@@ -961,6 +973,42 @@ static void cursor_sees_writes(void **state)
 	commit_ok(e, x);
 }
 
+/* Seeks among the rows a cursor read (pg.c answers them from those rows
+ * while they tell): a key put or deleted in their span since, or put while
+ * the cursor stood nowhere, shows. */
+static void cursor_seeks(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x;
+	kv_ecur *c;
+	kv_val k;
+
+	put_ckeys(e);
+	x = wbegin(e, NULL);
+	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
+	k = ckeys[0];
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[0]);
+	k = ckeys[2];
+	cur_is(e, c, KV_SET_KEY, &k, &ckeys[2]);
+	k = K("\x01\x00\x00\x01"); /* between two keys */
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[3]);
+	cur_is(e, c, KV_SET_KEY, &k, NULL);
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x02"), K("new")); /* standing nowhere */
+	cur_is(e, c, KV_SET_RANGE, &k, &K("\x01\x00\x00\x02"));
+	put_ok(e, x, KV_DB_DIRENT, K("\x01\x00\x00\x03"), K("newer")); /* among its rows */
+	k = K("\x01\x00\x00\x03");
+	cur_is(e, c, KV_SET_KEY, &k, &k);
+	k = ckeys[1];
+	assert_int_equal(ENG->del(e, x, KV_DB_DIRENT, &k), 0);
+	cur_is(e, c, KV_SET_KEY, &k, NULL);
+	k = ckeys[0];
+	cur_is(e, c, KV_SET_RANGE, &k, &ckeys[0]);
+	cur_is(e, c, KV_NEXT, NULL, &ckeys[2]);
+	ENG->cur_close(e, c);
+	commit_ok(e, x);
+}
+
 /* After cur_del, NEXT gives the key after the one deleted, also at the
  * end; deleting a whole map as a walk. */
 static void cursor_del(void **state)
@@ -974,6 +1022,8 @@ static void cursor_del(void **state)
 
 	put_ckeys(e);
 	x = wbegin(e, NULL);
+	k = ckeys[1];
+	assert_int_equal(ENG->get(e, x, KV_DB_DIRENT, &k, &v), 0); /* known before it goes */
 	assert_int_equal(ENG->cur_open(e, x, KV_DB_DIRENT, &c), 0);
 	k = ckeys[1];
 	cur_is(e, c, KV_SET_KEY, &k, &ckeys[1]);
@@ -1072,6 +1122,88 @@ static void cursor_renew(void **state)
 /* NOOVERWRITE and RESERVE; empty and 64 KiB values; a reserved value
  * written by the caller after put reaches the store before the next call
  * (contract 7), whichever call that is. */
+/* A NOOVERWRITE put of k, then another: KV_EKEYEXIST, the first value in v. */
+static void put_new_twice(kv_env *e, kv_etxn *x, enum kv_db db, kv_val k, const char *first)
+{
+	kv_val v = {strlen(first), (void *)first};
+
+	assert_int_equal(ENG->put(e, x, db, &k, &v, KV_PUT_NOOVERWRITE), 0);
+	v = K("second");
+	assert_int_equal(ENG->put(e, x, db, &k, &v, KV_PUT_NOOVERWRITE), KV_EKEYEXIST);
+	assert_int_equal(v.size, strlen(first));
+	assert_memory_equal(v.data, first, v.size);
+}
+
+/* Prefetches (engine.h) among changes: whatever comes between a prefetch
+ * and the get of its key (a put, a del, a reserve, a child that ends), the
+ * get answers as it would without it. */
+static void prefetch_writes(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x, *child, *rx = NULL;
+	kv_val k, v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("a"), K("one"));
+	put_ok(e, x, KV_DB_INODE, K("b"), K("one"));
+	put_ok(e, x, KV_DB_INODE, K("c"), K("one"));
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	ENG->prefetch(e, x, KV_DB_INODE, &K("a"));
+	ENG->prefetch(e, x, KV_DB_INODE, &K("a")); /* twice: one get */
+	put_ok(e, x, KV_DB_INODE, K("a"), K("two"));
+	get_is(e, x, KV_DB_INODE, K("z"), NULL); /* waits: the prefetch's result comes */
+	get_is(e, x, KV_DB_INODE, K("a"), "two");
+	ENG->prefetch(e, x, KV_DB_INODE, &K("b"));
+	assert_int_equal(ENG->del(e, x, KV_DB_INODE, &K("b")), 0);
+	get_is(e, x, KV_DB_INODE, K("b"), NULL);
+	assert_int_equal(ENG->del(e, x, KV_DB_INODE, &K("b")), KV_ENOTFOUND);
+	ENG->prefetch(e, x, KV_DB_INODE, &K("c"));
+	k = K("c");
+	v = (kv_val){3, NULL};
+	assert_int_equal(ENG->put(e, x, KV_DB_INODE, &k, &v, KV_PUT_RESERVE), 0);
+	memcpy(v.data, "res", 3);
+	get_is(e, x, KV_DB_INODE, K("c"), "res");
+	ENG->prefetch(e, x, KV_DB_INODE, &K("d"));
+	put_new_twice(e, x, KV_DB_INODE, K("d"), "dee");
+	/* a child's prefetch and changes, then its abort: the parent's own */
+	child = wbegin(e, x);
+	ENG->prefetch(e, child, KV_DB_INODE, &K("a"));
+	ENG->prefetch(e, child, KV_DB_INODE, &K("e"));
+	put_ok(e, child, KV_DB_INODE, K("a"), K("three"));
+	put_ok(e, child, KV_DB_INODE, K("e"), K("child"));
+	get_is(e, child, KV_DB_INODE, K("e"), "child");
+	assert_int_equal(ENG->del(e, child, KV_DB_INODE, &K("d")), 0);
+	wabort(e, child);
+	get_is(e, x, KV_DB_INODE, K("a"), "two");
+	get_is(e, x, KV_DB_INODE, K("e"), NULL);
+	get_is(e, x, KV_DB_INODE, K("d"), "dee");
+	/* a child that prefetched commits before the result is read */
+	child = wbegin(e, x);
+	ENG->prefetch(e, child, KV_DB_INODE, &K("f"));
+	put_ok(e, child, KV_DB_INODE, K("g"), K("gee"));
+	commit_ok(e, child);
+	get_is(e, x, KV_DB_INODE, K("f"), NULL);
+	get_is(e, x, KV_DB_INODE, K("g"), "gee");
+	/* a prefetch the top level never reads: gone with it */
+	ENG->prefetch(e, x, KV_DB_INODE, &K("h"));
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("h"), K("aitch"));
+	ENG->prefetch(e, x, KV_DB_INODE, &K("i"));
+	wabort(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	ENG->prefetch(e, rx, KV_DB_INODE, &K("c"));
+	get_is(e, rx, KV_DB_INODE, K("a"), "two");
+	get_is(e, rx, KV_DB_INODE, K("b"), NULL);
+	get_is(e, rx, KV_DB_INODE, K("c"), "res");
+	get_is(e, rx, KV_DB_INODE, K("d"), "dee");
+	get_is(e, rx, KV_DB_INODE, K("g"), "gee");
+	get_is(e, rx, KV_DB_INODE, K("h"), NULL);
+	ENG->read_free(e, rx);
+}
+
 static void put_flags(void **state)
 {
 	struct fix *f = *state;
@@ -1085,12 +1217,7 @@ static void put_flags(void **state)
 		big[i] = (unsigned char)(i * 31 + 7);
 	x = wbegin(e, NULL);
 	k = K("a");
-	v = K("first");
-	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), 0);
-	v = K("second");
-	assert_int_equal(ENG->put(e, x, KV_DB_XATTR, &k, &v, KV_PUT_NOOVERWRITE), KV_EKEYEXIST);
-	assert_int_equal(v.size, 5);
-	assert_memory_equal(v.data, "first", 5);
+	put_new_twice(e, x, KV_DB_XATTR, k, "first");
 	get_is(e, x, KV_DB_XATTR, k, "first");
 	put_ok(e, x, KV_DB_XATTR, K("empty"), (kv_val){0, NULL});
 	get_is(e, x, KV_DB_XATTR, K("empty"), "");
@@ -1159,6 +1286,7 @@ static void read_snapshots(void **state)
 	x = wbegin(e, NULL);
 	put_ok(e, x, KV_DB_INODE, K("k"), K("two"));
 	put_ok(e, x, KV_DB_INODE, K("k2"), K("two"));
+	ENG->prefetch(e, rx, KV_DB_INODE, &K("k2")); /* its result read after the commit */
 	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* not committed */
 	commit_ok(e, x);
 	get_is(e, rx, KV_DB_INODE, K("k"), "one"); /* committed after it began */
@@ -1196,6 +1324,10 @@ static void *reader(void *p)
 
 		if (ENG->read_begin(a->e, &rx))
 			break;
+		if (a->reads & 1) { /* the snapshot then taken with the prefetch */
+			ENG->prefetch(a->e, rx, KV_DB_INODE, &k2);
+			ENG->prefetch(a->e, rx, KV_DB_INODE, &k1);
+		}
 		if (ENG->get(a->e, rx, KV_DB_INODE, &k1, &v1) ||
 		    ENG->get(a->e, rx, KV_DB_INODE, &k2, &v2) || v1.size != v2.size ||
 		    memcmp(v1.data, v2.data, v1.size))
@@ -1390,8 +1522,10 @@ static void pg_lost_connection(void **state)
 	x = wbegin(e, NULL);
 	get_is(e, x, KV_DB_INODE, k, "v");
 	the->kill();
-	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &k, &v), EIO);
-	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), EIO);
+	/* a key neither has read: the server is asked (one read before may be
+	 * answered from what the transaction knows, pg_cache.c) */
+	assert_int_equal(ENG->get(e, rx, KV_DB_INODE, &K("other"), &v), EIO);
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &K("other"), &v), EIO);
 	assert_int_equal(wcommit(e, x), EIO);
 	ENG->read_end(e, rx);
 	/* the next begin resets: first the lost one, then one idle meanwhile */
@@ -1418,6 +1552,7 @@ static void pg_child_failure(void **state)
 	kv_env *e = f->e;
 	kv_etxn *x, *child;
 	kv_val k, v, big;
+	uint64_t n;
 
 	x = wbegin(e, NULL);
 	put_ok(e, x, KV_DB_INODE, K("parent"), K("p"));
@@ -1440,6 +1575,15 @@ static void pg_child_failure(void **state)
 	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO);
 	assert_int_equal(ENG->get(e, child, KV_DB_INODE, &k, &v), EIO); /* it takes abort only */
 	wabort(e, child);
+	/* a statement first prepared after a failure in the same pipeline
+	 * segment is skipped with it: prepared again at its next use */
+	child = wbegin(e, x);
+	k = big;
+	assert_int_equal(ENG->put(e, child, KV_DB_INODE, &k, &K("v"), 0), 0);
+	assert_int_equal(ENG->count(e, child, KV_DB_INODE, &n), EIO);
+	wabort(e, child);
+	assert_int_equal(ENG->count(e, x, KV_DB_INODE, &n), 0);
+	assert_int_equal(n, 1);
 	put_ok(e, x, KV_DB_INODE, K("parent2"), K("q"));
 	commit_ok(e, x);
 	x = NULL;
@@ -1537,9 +1681,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(cursor_moves, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_sees_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_del, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_seeks, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_long_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_renew, setup, teardown),
 		cmocka_unit_test_setup_teardown(put_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(prefetch_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_snapshots, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(create_open, setup, teardown),
