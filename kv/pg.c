@@ -1,7 +1,9 @@
 /*
  * pg.c - the PostgreSQL engine (engine.h): kv/'s maps as tables of the
  * database a postgresql:// URL names, so that a filesystem outlives a host
- * and several hosts reach it. pg_conn.c holds the connections.
+ * and several hosts reach it. pg_conn.c holds the connections, pg_stmt.c
+ * the statements, pg_cursor.c the cursors, pg_cache.c what a transaction
+ * knows, pg_listen.c the other mounts.
  *
  * Schema: a table a map, kvfs_<name> (k bytea PRIMARY KEY, v bytea NOT
  * NULL), found through the connection's search_path (one database may hold
@@ -71,75 +73,9 @@
 
 #include "pg_int.h"
 
-#define PG_BEGIN_READ "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-#define PG_PEND_MAX 1024         /* changes sent before their results are read */
-#define PG_ROWS_FIRST 4          /* a cursor's first fetch: most read 1 to 3 rows */
-#define PG_ROWS_MAX 256          /* a walk's fetches grow 4 times a time up to this */
-#define PG_FETCH_BYTES (1 << 20) /* and no more once a fetch brought this much */
-#define PG_BYTEA 17              /* type oids */
-#define PG_INT4 23
-
-/* Statements without a map (invariant 5), each level's savepoint ones
- * apart: their names differ by depth, so a SAVEPOINT the server skipped
- * (after a failure) never lets a ROLLBACK TO reach the level above. */
-enum pg_cmd {
-	C_NONE,
-	C_BEGIN,
-	C_BEGIN_READ,
-	C_COMMIT,
-	C_ROLLBACK,
-	C_LOCK,
-	C_NOTIFY, /* one parameter: the message */
-	C_SAVEPOINT, /* + depth */
-	C_RELEASE = C_SAVEPOINT + PG_MAX_DEPTH,
-	C_UNDO = C_RELEASE + PG_MAX_DEPTH, /* ROLLBACK TO SAVEPOINT */
-	C_N = C_UNDO + PG_MAX_DEPTH
-};
-_Static_assert(C_N <= PG_CMD_SLOTS * S_N, "PG_CMD_SLOTS too small");
-
-/* %1$s: the map's name. Parameters in order: key, value, row limit. */
-static const struct {
-	const char *sql;
-	unsigned char key, val, limit;
-} pg_stmts[S_N] = {
-	[S_GET] = {"SELECT v FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
-	[S_PUT] = {"INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
-		   "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-		   1, 1, 0},
-	/* The main query's snapshot precedes the insert: a row means the key
-	 * was there (its value, as LMDB gives it), none that it went in. */
-	[S_PUTNEW] = {"WITH i AS (INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
-		      "ON CONFLICT DO NOTHING RETURNING 1) "
-		      "SELECT v FROM kvfs_%1$s WHERE k = $1 AND NOT EXISTS (SELECT FROM i)",
-		      1, 1, 0},
-	[S_DEL] = {"DELETE FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
-	[S_COUNT] = {"SELECT count(*) FROM kvfs_%1$s", 0, 0, 0},
-	[S_FIRST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k LIMIT $1", 0, 0, 1},
-	[S_LAST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k DESC LIMIT $1", 0, 0, 1},
-	[S_GE] = {"SELECT k, v FROM kvfs_%1$s WHERE k >= $1 ORDER BY k LIMIT $2", 1, 0, 1},
-	[S_GT] = {"SELECT k, v FROM kvfs_%1$s WHERE k > $1 ORDER BY k LIMIT $2", 1, 0, 1},
-	[S_LT] = {"SELECT k, v FROM kvfs_%1$s WHERE k < $1 ORDER BY k DESC LIMIT $2", 1, 0, 1},
-};
-
-struct kv_ecur {
-	struct pg_conn *c;
-	kv_etxn *x;               /* NULL while its transaction is reset */
-	enum kv_db db;
-	PGresult *res;            /* the last rows fetched, in the order dir walks */
-	int nrows, row;           /* row: the current one; -1 not positioned */
-	int dir;                  /* 1: res ascends; -1: it descends */
-	int more;                 /* rows may follow res's last in dir */
-	int stale, cur_stale;     /* invariant 4 */
-	int holes;                /* a row behind the current one may be changed */
-	int limit;                /* rows the next fetch asks */
-	PGresult **old;           /* results it handed out before res */
-	size_t nold, oldcap;
-	kv_ecur *next, **prevp;   /* c->curs */
-};
-
 /* ------------------------------------------------------------- helpers -- */
 
-static int keep(PGresult ***arr, size_t *n, size_t *cap, PGresult *r)
+int pg_keep(PGresult ***arr, size_t *n, size_t *cap, PGresult *r)
 {
 	if (*n == *cap) {
 		size_t ncap = *cap ? 2 * *cap : 16;
@@ -154,20 +90,20 @@ static int keep(PGresult ***arr, size_t *n, size_t *cap, PGresult *r)
 	return 0;
 }
 
-static void clear_all(PGresult **arr, size_t *n)
+void pg_clear_all(PGresult **arr, size_t *n)
 {
 	for (size_t i = 0; i < *n; i++)
 		PQclear(arr[i]);
 	*n = 0;
 }
 
-static void pg_val(const PGresult *r, int row, int col, kv_val *v)
+void pg_val(const PGresult *r, int row, int col, kv_val *v)
 {
 	v->size = (size_t)PQgetlength(r, row, col);
 	v->data = PQgetvalue(r, row, col);
 }
 
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+int pg_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
 	size_t n = alen < blen ? alen : blen;
 	int d = n ? memcmp(a, b, n) : 0;
@@ -175,215 +111,11 @@ static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 	return d ? d : (alen > blen) - (alen < blen);
 }
 
-static int row_cmp(const kv_ecur *cur, int row, const void *k, size_t klen)
-{
-	return key_cmp(PQgetvalue(cur->res, row, 0), (size_t)PQgetlength(cur->res, row, 0), k,
-		       klen);
-}
-
 static unsigned pg_serial(struct pg_conn *c)
 {
 	if (!++c->serial)
 		c->serial = 1; /* 0 is no level's */
 	return c->serial;
-}
-
-/* ---------------------------------------------------------- statements -- */
-
-static int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
-			const kv_val *k, const kv_val *v, int limit, int want);
-
-/* Whether statement i (pg_conn.prepared's numbering) is prepared; mark it. */
-static int pg_prepared(struct pg_conn *c, int i)
-{
-	uint16_t bit = (uint16_t)(1u << (i % S_N));
-
-	if (c->prepared[i / S_N] & bit)
-		return 1;
-	c->prepared[i / S_N] |= bit;
-	return 0;
-}
-
-static void pg_cmd_sql(const struct pg_conn *c, int cmd, char *sql, size_t n)
-{
-	static const char *const fixed[] = {
-		[C_BEGIN] = "BEGIN", [C_BEGIN_READ] = PG_BEGIN_READ, [C_COMMIT] = "COMMIT",
-		[C_ROLLBACK] = "ROLLBACK"};
-
-	if (cmd < C_LOCK)
-		snprintf(sql, n, "%s", fixed[cmd]);
-	else if (cmd == C_LOCK)
-		snprintf(sql, n, "%s", c->pe->lock_sql);
-	else if (cmd == C_NOTIFY)
-		snprintf(sql, n, "SELECT pg_notify('%s', $1)", c->pe->chan);
-	else if (cmd < C_RELEASE)
-		snprintf(sql, n, "SAVEPOINT s%d", cmd - C_SAVEPOINT);
-	else if (cmd < C_UNDO)
-		snprintf(sql, n, "RELEASE SAVEPOINT s%d", cmd - C_RELEASE);
-	else
-		snprintf(sql, n, "ROLLBACK TO SAVEPOINT s%d", cmd - C_UNDO);
-}
-
-/* Send command cmd as level id (param: its text parameter, C_NOTIFY's);
- * want as pg_send_text's. */
-static int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int want)
-{
-	int i = KV_NDB * S_N + cmd, rc;
-	char name[16];
-
-	if (c->broken)
-		return EIO;
-	snprintf(name, sizeof(name), "kc%d", cmd);
-	if (!pg_prepared(c, i)) {
-		char sql[128];
-
-		pg_cmd_sql(c, cmd, sql, sizeof(sql));
-		if (!PQsendPrepare(c->pq, name, sql, param ? 1 : 0, NULL))
-			return pg_lost_pq(c);
-		if ((rc = pg_push(c, id, 1 + i, 0, 0)))
-			return rc;
-	}
-	if (!PQsendQueryPrepared(c->pq, name, param ? 1 : 0, &param, NULL, NULL, 0))
-		return pg_lost_pq(c);
-	return pg_push(c, id, 0, 0, want);
-}
-
-/* Before a statement of level depth: the pipeline kept short, the level
- * not failed (invariant 3), the lazy BEGIN and a reserved put sent. */
-static int pg_prelude(struct pg_conn *c, int depth)
-{
-	int rc;
-
-	/* The writer's transaction (the window) may have begun long ago, idle
-	 * while the server restarted or failed over: with nothing of it sent
-	 * yet, its connection is checked now and made again, not failed.
-	 * (A reader's begins just before its first statement.) */
-	if (c->begin_cmd && c->writer && (rc = pg_alive(c)))
-		return rc;
-	if (c->broken)
-		return EIO;
-	if (c->pend_n - c->pend_at >= PG_PEND_MAX && (rc = pg_drain(c, NULL)))
-		return rc;
-	if (c->fail_depth <= depth)
-		return c->fail_rc;
-	if (c->begin_cmd) {
-		int b = c->begin_cmd;
-
-		c->begin_cmd = C_NONE;
-		c->begun = 1;
-		if ((rc = pg_send_cmd(c, c->open[0], b, NULL, 0)))
-			return rc;
-	}
-	if (c->rsv.on) {
-		kv_val k = {c->rsv.klen, c->rsv.key}, v = {c->rsv.len, c->rsv.buf};
-
-		c->rsv.on = 0;
-		rc = pg_send_stmt(c, c->rsv.depth, c->rsv.db, S_PUT, &k, &v, 0, 0);
-		if (!rc) /* its bytes are known now (pg_cache.c invariant 1) */
-			pg_cache_set(c, c->rsv.depth, c->rsv.db, k.data, k.size, PC_VAL, v.data,
-				     v.size, 1);
-		return rc;
-	}
-	return 0;
-}
-
-static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stmt s)
-{
-	char name[16], sql[512];
-	Oid types[3];
-	int n = 0;
-
-	if (pg_prepared(c, (int)db * S_N + (int)s))
-		return 0;
-	snprintf(name, sizeof(name), "kv%d_%d", (int)db, (int)s);
-	snprintf(sql, sizeof(sql), pg_stmts[s].sql, kv_db_names[db]);
-	if (pg_stmts[s].key)
-		types[n++] = PG_BYTEA;
-	if (pg_stmts[s].val)
-		types[n++] = PG_BYTEA;
-	if (pg_stmts[s].limit)
-		types[n++] = PG_INT4;
-	if (!PQsendPrepare(c->pq, name, sql, n, types))
-		return pg_lost_pq(c);
-	return pg_push(c, id, 1 + (int)db * S_N + (int)s, 0, 0);
-}
-
-/* Send statement s of db as level depth; want: the caller reads its result
- * (pg_drain), else it is a change whose result is read later. */
-static int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
-			const kv_val *k, const kv_val *v, int limit, int want)
-{
-	static const int fmts[3] = {1, 1, 1};
-	const char *vals[3];
-	unsigned char lim[4];
-	int lens[3], n = 0, rc;
-	char name[16];
-
-	if ((rc = pg_prelude(c, depth)) || (rc = pg_prepare(c, c->open[depth], db, s)))
-		return rc;
-	if (pg_stmts[s].key) {
-		if (k->size > INT_MAX)
-			return EINVAL;
-		vals[n] = k->size ? k->data : ""; /* NULL would be SQL's NULL */
-		lens[n++] = (int)k->size;
-	}
-	if (pg_stmts[s].val) {
-		if (v->size > INT_MAX)
-			return EINVAL;
-		vals[n] = v->size ? v->data : "";
-		lens[n++] = (int)v->size;
-	}
-	if (pg_stmts[s].limit) {
-		for (int i = 0; i < 4; i++)
-			lim[i] = (unsigned char)((unsigned)limit >> (24 - 8 * i));
-		vals[n] = (const char *)lim;
-		lens[n++] = 4;
-	}
-	snprintf(name, sizeof(name), "kv%d_%d", (int)db, (int)s);
-	if (!PQsendQueryPrepared(c->pq, name, n, vals, lens, fmts, 1))
-		return pg_lost_pq(c);
-	if (!want)
-		c->deferred[depth] = 1;
-	return pg_push(c, c->open[depth], 0, 0, want);
-}
-
-/* Send s and read its result. */
-static int pg_call(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
-		   const kv_val *v, int limit, PGresult **r)
-{
-	int rc = pg_send_stmt(c, depth, db, s, k, v, limit, 1);
-
-	return rc ? rc : pg_drain(c, r);
-}
-
-static int pg_hold(struct pg_conn *c, PGresult *r)
-{
-	int rc = keep(&c->held, &c->nheld, &c->held_cap, r);
-
-	if (rc)
-		PQclear(r); /* nothing of it handed out yet */
-	return rc;
-}
-
-/* A change of key k of db in c's transaction (invariant 4). */
-static void pg_touch(struct pg_conn *c, enum kv_db db, const void *k, size_t klen)
-{
-	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
-		int lo, hi;
-
-		if (cur->db != db || !cur->res || cur->row < 0 || cur->stale)
-			continue;
-		lo = cur->dir > 0 ? 0 : cur->nrows - 1;
-		hi = cur->nrows - 1 - lo;
-		if ((cur->more || cur->dir > 0) && row_cmp(cur, lo, k, klen) > 0)
-			continue; /* below its rows */
-		if ((cur->more || cur->dir < 0) && row_cmp(cur, hi, k, klen) < 0)
-			continue; /* above them */
-		if (row_cmp(cur, cur->row, k, klen) == 0)
-			cur->cur_stale = cur->holes = 1;
-		else
-			cur->stale = 1;
-	}
 }
 
 /* -------------------------------------------------------- transactions -- */
@@ -395,14 +127,8 @@ static void pg_txn_end(struct pg_conn *c)
 	for (size_t i = c->pend_at; i < c->pend_n; i++)
 		c->pend[i].ent = NULL;
 	pg_cache_end(c);
-	clear_all(c->held, &c->nheld);
-	for (kv_ecur *cur = c->curs; cur; cur = cur->next) {
-		PQclear(cur->res);
-		cur->res = NULL;
-		clear_all(cur->old, &cur->nold);
-		cur->row = -1;
-		cur->x = NULL;
-	}
+	pg_clear_all(c->held, &c->nheld);
+	pg_cursors_end(c);
 	c->depth = -1;
 	c->fail_depth = INT_MAX;
 	c->fail_rc = 0;
@@ -919,259 +645,6 @@ static int pg_count(kv_env *e, kv_etxn *x, enum kv_db db, uint64_t *n)
 	*n = kv_get_be64(p);
 	PQclear(r);
 	return 0;
-}
-
-/* ------------------------------------------------------------- cursors -- */
-
-static void pg_cur_link(kv_ecur *cur, struct pg_conn *c)
-{
-	cur->c = c;
-	cur->next = c->curs;
-	if (c->curs)
-		c->curs->prevp = &cur->next;
-	cur->prevp = &c->curs;
-	c->curs = cur;
-}
-
-static void pg_cur_unlink(kv_ecur *cur)
-{
-	*cur->prevp = cur->next;
-	if (cur->next)
-		cur->next->prevp = cur->prevp;
-}
-
-static int pg_cur_open(kv_env *e, kv_etxn *x, enum kv_db db, kv_ecur **out)
-{
-	kv_ecur *cur = calloc(1, sizeof(*cur));
-
-	(void)e;
-	if (!cur)
-		return ENOMEM;
-	cur->x = x;
-	cur->db = db;
-	cur->row = -1;
-	cur->limit = PG_ROWS_FIRST;
-	pg_cur_link(cur, x->c);
-	*out = cur;
-	return 0;
-}
-
-static int pg_cur_renew(kv_env *e, kv_etxn *x, kv_ecur *cur)
-{
-	(void)e;
-	if (cur->c != x->c) {
-		pg_cur_unlink(cur);
-		pg_cur_link(cur, x->c);
-	}
-	cur->x = x;
-	cur->row = -1;
-	return 0;
-}
-
-static void pg_cur_close(kv_env *e, kv_ecur *cur)
-{
-	struct pg_conn *c;
-
-	(void)e;
-	if (!cur)
-		return;
-	c = cur->c;
-	pg_cur_unlink(cur);
-	if (cur->x) { /* its values stay valid to the end of the txn (contract 5) */
-		if (cur->res && keep(&c->held, &c->nheld, &c->held_cap, cur->res))
-			cur->res = NULL; /* leaked rather than freed under a caller */
-		for (size_t i = 0; i < cur->nold; i++)
-			if (keep(&c->held, &c->nheld, &c->held_cap, cur->old[i]))
-				break; /* the rest leaked, as above */
-	} else {
-		PQclear(cur->res);
-		clear_all(cur->old, &cur->nold);
-	}
-	free(cur->old);
-	free(cur);
-}
-
-static void pg_cur_forget(kv_env *e, kv_ecur *cur)
-{
-	(void)e;
-	clear_all(cur->old, &cur->nold);
-}
-
-/* Fetch rows by s from key from (NULL for FIRST and LAST), walking dir. */
-static int pg_cur_fetch(kv_ecur *cur, enum pg_stmt s, const kv_val *from, int dir)
-{
-	PGresult *r;
-	int rc;
-
-	if (!cur->x)
-		return EINVAL; /* its transaction ended, not renewed */
-	rc = pg_call(cur->c, cur->x->depth, cur->db, s, from, NULL, cur->limit, &r);
-	if (rc)
-		return rc;
-	if (cur->res) { /* its values were handed out: kept (invariant 2) */
-		if ((rc = keep(&cur->old, &cur->nold, &cur->oldcap, cur->res))) {
-			PQclear(r);
-			return rc;
-		}
-		cur->res = NULL;
-	}
-	cur->nrows = PQntuples(r);
-	cur->stale = cur->cur_stale = cur->holes = 0;
-	if (!cur->nrows) {
-		PQclear(r);
-		cur->row = -1;
-		return KV_ENOTFOUND;
-	}
-	cur->res = r;
-	cur->row = 0;
-	cur->dir = dir;
-	cur->more = cur->nrows == cur->limit;
-	return 0;
-}
-
-/* A walk goes on: fetch more rows a time, up to PG_ROWS_MAX and while the
- * last fetch brought less than PG_FETCH_BYTES. */
-static void pg_cur_grow(kv_ecur *cur)
-{
-	size_t bytes = 0;
-
-	for (int i = 0; i < cur->nrows; i++)
-		bytes += (size_t)PQgetlength(cur->res, i, 1);
-	if (cur->limit < PG_ROWS_MAX && bytes < PG_FETCH_BYTES)
-		cur->limit *= 4;
-}
-
-/* NEXT (d 1) or PREV (d -1) from the current row. */
-static int pg_cur_step(kv_ecur *cur, int d)
-{
-	kv_val at;
-
-	if (!cur->stale && !(cur->holes && d != cur->dir)) {
-		int i = cur->row + d * cur->dir;
-
-		if (i >= 0 && i < cur->nrows) {
-			cur->row = i;
-			cur->cur_stale = 0;
-			return 0;
-		}
-		if (i >= cur->nrows && !cur->more) {
-			cur->row = -1; /* past the end (contract 6) */
-			return KV_ENOTFOUND;
-		}
-		pg_cur_grow(cur);
-	}
-	pg_val(cur->res, cur->row, 0, &at); /* stays valid: the result is kept */
-	return pg_cur_fetch(cur, d > 0 ? S_GT : S_LT, &at, d);
-}
-
-/* SET_RANGE or SET_KEY to k among the rows the cursor holds, when they
- * tell: it stands on them, they ascend and nothing in their span changed
- * since they came (invariant 4), so any key from the first row to the last
- * is one of them. 1 when they told (*rc 0, or KV_ENOTFOUND for a SET_KEY
- * of a key not there); 0: fetch. A listing seeks to the entry it gave
- * last, then steps on: one fetch a batch of rows, not one an entry. */
-static int pg_cur_seek_held(kv_ecur *cur, const kv_val *k, enum kv_cop op, int *rc)
-{
-	int lo = 0, hi;
-
-	if (!cur->x || !cur->res || cur->row < 0 || cur->dir < 0 || cur->stale ||
-	    cur->cur_stale || cur->holes)
-		return 0;
-	hi = cur->nrows - 1;
-	if (row_cmp(cur, 0, k->data, k->size) > 0 || row_cmp(cur, hi, k->data, k->size) < 0)
-		return 0;
-	while (lo < hi) {
-		int mid = lo + (hi - lo) / 2;
-
-		if (row_cmp(cur, mid, k->data, k->size) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*rc = 0;
-	cur->row = lo;
-	if (op == KV_SET_KEY && row_cmp(cur, lo, k->data, k->size)) {
-		cur->row = -1;
-		*rc = KV_ENOTFOUND;
-	}
-	return 1;
-}
-
-static int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop op)
-{
-	kv_val at;
-	int rc;
-
-	(void)e;
-	switch (op) {
-	case KV_FIRST:
-	case KV_LAST:
-		cur->limit = PG_ROWS_FIRST;
-		rc = op == KV_FIRST ? pg_cur_fetch(cur, S_FIRST, NULL, 1)
-				    : pg_cur_fetch(cur, S_LAST, NULL, -1);
-		break;
-	case KV_SET_KEY:
-	case KV_SET_RANGE:
-		if (pg_cur_seek_held(cur, k, op, &rc))
-			break;
-		cur->limit = PG_ROWS_FIRST;
-		at = *k;
-		rc = pg_cur_fetch(cur, S_GE, &at, 1);
-		if (!rc && op == KV_SET_KEY && row_cmp(cur, 0, at.data, at.size)) {
-			cur->row = -1;
-			rc = KV_ENOTFOUND;
-		}
-		break;
-	case KV_NEXT:
-	case KV_PREV:
-		if (cur->row >= 0)
-			rc = pg_cur_step(cur, op == KV_NEXT ? 1 : -1);
-		else
-			rc = pg_cur_get(e, cur, k, v, op == KV_NEXT ? KV_FIRST : KV_LAST);
-		break;
-	case KV_GET_CURRENT:
-		if (cur->row < 0)
-			return EINVAL;
-		rc = 0;
-		if (cur->stale || cur->cur_stale) {
-			pg_val(cur->res, cur->row, 0, &at);
-			rc = pg_cur_fetch(cur, S_GE, &at, 1);
-			if (!rc && row_cmp(cur, 0, at.data, at.size)) {
-				cur->row = -1;
-				rc = KV_ENOTFOUND;
-			}
-		}
-		break;
-	default:
-		return EINVAL;
-	}
-	if (rc)
-		return rc;
-	if (k)
-		pg_val(cur->res, cur->row, 0, k);
-	if (v)
-		pg_val(cur->res, cur->row, 1, v);
-	return 0;
-}
-
-static int pg_cur_del(kv_env *e, kv_ecur *cur)
-{
-	kv_val at;
-	int rc;
-
-	(void)e;
-	if (!cur->x || cur->row < 0)
-		return EINVAL;
-	if (cur->x->kind != PG_WRITE)
-		return EACCES;
-	pg_val(cur->res, cur->row, 0, &at);
-	rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
-	if (!rc) { /* its rows stay right: NEXT moves on from them */
-		pg_touch(cur->c, cur->db, at.data, at.size);
-		pg_cache_set(cur->c, cur->x->depth, cur->db, at.data, at.size, PC_NONE, NULL, 0,
-			     0);
-	}
-	return rc;
 }
 
 /* ----------------------------------------------------------------- env -- */

@@ -110,6 +110,24 @@ struct kv_etxn {
 	int active;
 };
 
+/* Statements without a map (invariant 5), each level's savepoint ones
+ * apart: their names differ by depth, so a SAVEPOINT the server skipped
+ * (after a failure) never lets a ROLLBACK TO reach the level above. */
+enum pg_cmd {
+	C_NONE,
+	C_BEGIN,
+	C_BEGIN_READ,
+	C_COMMIT,
+	C_ROLLBACK,
+	C_LOCK,
+	C_NOTIFY, /* one parameter: the message */
+	C_SAVEPOINT, /* + depth */
+	C_RELEASE = C_SAVEPOINT + PG_MAX_DEPTH,
+	C_UNDO = C_RELEASE + PG_MAX_DEPTH, /* ROLLBACK TO SAVEPOINT */
+	C_N = C_UNDO + PG_MAX_DEPTH
+};
+_Static_assert(C_N <= PG_CMD_SLOTS * S_N, "PG_CMD_SLOTS too small");
+
 struct pg_env {
 	kv_env *e;
 	char disp[512];           /* the URL for messages, its password left out */
@@ -205,5 +223,35 @@ int pg_store_check(struct pg_conn *c, uint32_t *page, char *err, size_t errlen);
 int pg_store_sync(struct pg_env *pe);
 /* The bytes the tables take on the server. */
 int pg_store_bytes(struct pg_env *pe, uint64_t *bytes);
+
+/* pg.c: helpers of the engine's files. */
+int pg_keep(PGresult ***arr, size_t *n, size_t *cap, PGresult *r); /* append; ENOMEM */
+void pg_clear_all(PGresult **arr, size_t *n);
+void pg_val(const PGresult *r, int row, int col, kv_val *v);
+int pg_key_cmp(const void *a, size_t alen, const void *b, size_t blen); /* contract 1 */
+
+/* pg_stmt.c. Send statement s of map db at level depth (want: its result is
+ * waited for), or one without a map (enum pg_cmd), after what the level
+ * owes the server (pg_prelude); pg_call sends and waits; pg_hold keeps r
+ * to the end of the top level (pg.c invariant 2). */
+int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
+		 const kv_val *v, int limit, int want);
+int pg_call(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
+	    const kv_val *v, int limit, PGresult **r);
+int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int want);
+int pg_prelude(struct pg_conn *c, int depth);
+int pg_hold(struct pg_conn *c, PGresult *r);
+
+/* pg_cursor.c: the engine's cursor calls; pg_touch, a change of key k of db
+ * in c's transaction (pg.c invariant 4); pg_cursors_end, the top level
+ * ended. */
+int pg_cur_open(kv_env *e, kv_etxn *x, enum kv_db db, kv_ecur **out);
+int pg_cur_renew(kv_env *e, kv_etxn *x, kv_ecur *cur);
+void pg_cur_close(kv_env *e, kv_ecur *cur);
+void pg_cur_forget(kv_env *e, kv_ecur *cur);
+int pg_cur_get(kv_env *e, kv_ecur *cur, kv_val *k, kv_val *v, enum kv_cop op);
+int pg_cur_del(kv_env *e, kv_ecur *cur);
+void pg_touch(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
+void pg_cursors_end(struct pg_conn *c);
 
 #endif
