@@ -326,6 +326,13 @@ int fs_attr_read(uint64_t from, fs_find_fn find, const void *arg, struct kv_inod
 
 int fs_attr_get(uint64_t ino, struct kv_inode *in)
 {
+	/* On a shared store, the kernel asks for a directory's attributes
+	 * again after each change in it (a round trip to the server each):
+	 * what this mount's last commit left, while no change is pending and
+	 * for no longer than the kernel itself may cache them (icache.c). */
+	if (!fs_pending_has(ino) &&
+	    kv_inode_recent(fs.env, ino, (int64_t)(fs.cfg.timeout * 1e9), in) == 0)
+		return 0;
 	return fs_attr_read(ino, find_ino, &ino, in);
 }
 

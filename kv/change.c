@@ -181,6 +181,7 @@ int kv_change_deliver(kv_env *e, const char *msg, size_t len)
 		kind = *p++;
 		if (get_hex(&p, end, &ino))
 			return -EINVAL;
+		kv_icache_forget(e, ino); /* before the kernel asks again */
 		if (kind == 'i') {
 			e->watch_fn(e->watch_arg, ino, NULL, 0);
 			continue;
@@ -216,6 +217,7 @@ void kv_change_lost(kv_env *e)
 	const char *p = e->chg, *end = e->chg + e->chg_len;
 	size_t n;
 
+	kv_icache_forget_all(e); /* a failover may have lost more */
 	pthread_mutex_lock(&e->q_lock);
 	n = e->lost_n;
 	while (p + 2 < end) {

@@ -225,6 +225,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 
 	e->next_ino = e->super.next_ino;
 	kv_change_init(e);
+	(void)kv_icache_init(e); /* without it (ENOMEM), every getattr reads */
 	init_locks(e);
 	if (!e->readonly) {
 		rc = kv_writer_start(e);
@@ -263,6 +264,7 @@ void kv_close(kv_env *e)
 	pthread_mutex_unlock(&e->readers_lock);
 	kv_z_free(&e->wz);
 	e->eng->close(e);
+	kv_icache_free(e);
 	free(e->chg);
 	free(e->lost_ino);
 	pthread_rwlock_destroy(&e->map_lock);

@@ -287,6 +287,12 @@ int kv_read_begin_ino(kv_env *env, uint64_t ino, kv_txn **out);
  * inode) could miss a change told before it began: then end it and read
  * again with kv_read_begin_ino(ino) or kv_read_begin_window. */
 int kv_read_changed(kv_txn *txn, uint64_t ino);
+/* On a shared store: ino's record as this mount's last commit of it left
+ * it, without a read, when no change of this mount to it came since, no
+ * other mount's note of it arrived since, and that commit was under
+ * max_age_ns ago (icache.c); inline_data NULL. -ENOENT otherwise (also on
+ * every store one mount writes). */
+int kv_inode_recent(kv_env *env, uint64_t ino, int64_t max_age_ns, struct kv_inode *out);
 /* The window itself (or a snapshot, without one): for a read of inodes not
  * known beforehand, such as a listing's. */
 int kv_read_begin_window(kv_env *env, kv_txn **out);

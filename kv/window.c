@@ -253,6 +253,7 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
 				win_drop(e);
 			return kv_err(NULL, mrc, "begin op");
 		}
+		kv_icache_op_begin(e);
 		rc = op->apply(t, op->arg);
 		kv_txn_close_cursors(t);
 		if (!guess || kv_super_check(e, t->txn) == 1)
@@ -289,10 +290,13 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 	rc = win_run(e, op, &t, bytes, over);
 	if (!t.txn)
 		return op->rc = rc, FAILED;
-	if (rc == 0 && !t.map_full && !t.txn_full)
+	if (rc == 0 && !t.map_full && !t.txn_full) {
 		rc = kv_err(&t, e->eng->txn_commit(e, t.txn), "commit op");
-	else
+		if (rc == 0)
+			kv_icache_op_done(e);
+	} else {
 		e->eng->txn_abort(e, t.txn);
+	}
 	if (t.map_full || t.txn_full) {
 		e->wb_bytes = bytes;
 		op->rc = 0;
@@ -400,6 +404,7 @@ static void win_open(kv_env *e)
 	 * its first op, not now: an idle W holds nothing of theirs */
 	e->win_fresh = e->eng->shared;
 	kv_change_begin(e);
+	kv_icache_top_begin(e);
 	e->win_dirty = e->win_told = 0;
 	e->win_bytes = e->win_pages = 0;
 }
@@ -443,6 +448,7 @@ static int win_close(kv_env *e, int sync)
 		return rc;
 	e->super.next_ino = next_ino;
 	atomic_store(&e->room_avail, avail);
+	kv_icache_top_done(e);
 	marks_clear(e);
 	kv_after_commit(e);
 	if (sync && e->durability != KV_DURABLE_FULL) {

@@ -137,6 +137,7 @@ static struct kv_op *apply_ops(kv_env *e, kv_etxn *parent, struct kv_op *start, 
 		if (mrc) {
 			op->rc = kv_err(&t, mrc, "begin op");
 		} else {
+			kv_icache_op_begin(e);
 			op->rc = op->apply(&t, op->arg);
 			kv_txn_close_cursors(&t);
 			if (flat) {
@@ -149,6 +150,8 @@ static struct kv_op *apply_ops(kv_env *e, kv_etxn *parent, struct kv_op *start, 
 			} else {
 				e->eng->txn_abort(e, t.txn);
 			}
+			if (op->rc == 0 && !t.map_full && !t.txn_full)
+				kv_icache_op_done(e); /* its child committed, or flat: in parent */
 		}
 		if (t.map_full) {
 			*why = STOP_MAP_FULL;
@@ -270,6 +273,7 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 	if (mrc == 0) {
 		e->super.next_ino = next_ino;
 		atomic_store(&e->room_avail, avail);
+		kv_icache_top_done(e);
 		return 0;
 	}
 	if (mrc == KV_EMAP_FULL)
@@ -420,6 +424,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	    (rc = guess ? kv_super_lock(e, parent) : kv_super_reload(e, parent)) != 0)
 		e->eng->txn_abort(e, parent);
 	kv_change_begin(e);
+	kv_icache_top_begin(e);
 	if (rc) {
 		for (op = start; op; op = op->next)
 			op->rc = rc;

@@ -307,6 +307,129 @@ static void lost_window(void **state)
 	tu_image_free(&a);
 }
 
+/* icache.c: an op that puts a record and then fails */
+static int put_then_fail(kv_txn *t, void *arg)
+{
+	struct kv_inode in;
+	int rc = kv_inode_get(t, KV_ROOT_INO, &in);
+
+	(void)arg;
+	if (rc)
+		return rc;
+	in.mode = 040700;
+	rc = kv_inode_put(t, &in);
+	return rc ? rc : -EIO;
+}
+
+static int chmod_root(kv_txn *t, void *arg)
+{
+	struct kv_inode in;
+	int rc = kv_inode_get(t, KV_ROOT_INO, &in);
+
+	if (rc)
+		return rc;
+	in.mode = 040000 | *(const uint32_t *)arg;
+	return kv_inode_put(t, &in);
+}
+
+static int unlink_it(kv_txn *t, void *arg)
+{
+	return kv_inode_purge(t, *(const uint64_t *)arg);
+}
+
+/* A shared store keeps the inode records its own commits left (a getattr
+ * then costs no read): only what committed, never past a change of its
+ * own, another mount's note or the age asked; none on a store of its own. */
+static void recent_inodes(void **state)
+{
+	struct kv_open_opts win = {.durability = KV_DURABLE_NORMAL, .window_ms = 60000};
+	struct kv_open_opts full = {.durability = KV_DURABLE_FULL};
+	const int64_t sec = 1000000000;
+	static struct seen heard;
+	struct tu_image a, b;
+	struct kv_inode in, got;
+	uint64_t ino, other;
+	uint32_t mode = 0750;
+
+	(void)state;
+	/* batches, told after their commit (as durability=full, or a shared
+	 * store's default window of 0) */
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &full), 0);
+	assert_int_equal(tu_image_new(&b, NULL), 0);
+	assert_int_equal(tu_image_open(&b, &full), 0);
+	make_shared(a.env);
+	make_shared(b.env);
+	assert_int_equal(kv_icache_init(a.env), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), -ENOENT);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "alpha", 0100644, &ino), 0);
+	/* the new inode as the commit left it */
+	assert_int_equal(kv_inode_recent(a.env, ino, sec, &in), 0);
+	assert_int_equal(tu_getattr(a.env, ino, &got), 0);
+	assert_int_equal(in.mode, got.mode);
+	assert_int_equal(in.nlink, got.nlink);
+	assert_int_equal(in.ctime_ns, got.ctime_ns);
+	assert_int_equal(in.mode, 0100644);
+	assert_int_equal(kv_inode_recent(a.env, ino, 0, &in), -ENOENT); /* too old */
+	/* an op that put the root and failed: nothing of it is kept */
+	assert_int_equal(kv_write(a.env, put_then_fail, NULL, 0), -EIO);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "gamma", 0100644, &other), 0);
+	assert_int_equal(kv_inode_recent(a.env, other, sec, &in), 0);
+	assert_int_not_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in) == 0 &&
+				     in.mode == 040700,
+			     1);
+	assert_int_equal(kv_write(a.env, chmod_root, &mode, 0), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), 0);
+	assert_int_equal(in.mode, 040750);
+	/* a deleted inode goes */
+	assert_int_equal(kv_write(a.env, unlink_it, &ino, 0), 0);
+	assert_int_equal(kv_inode_recent(a.env, ino, sec, &in), -ENOENT);
+	/* another mount's note of the root */
+	nmsgs = 0;
+	assert_int_equal(tu_mkfile(b.env, KV_ROOT_INO, "beta", 0100644, &ino), 0);
+	assert_true(nmsgs >= 1);
+	assert_int_equal(kv_watch(a.env, collect, &heard), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), 0);
+	assert_int_equal(kv_change_deliver(a.env, msgs[0], strlen(msgs[0])), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), -ENOENT);
+	tu_image_free(&a);
+	tu_image_free(&b);
+
+	/* with a window: a change told but not committed empties the slot;
+	 * the window's commit fills it */
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &win), 0);
+	make_shared(a.env);
+	assert_int_equal(kv_icache_init(a.env), 0);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &ino), 0);
+	assert_int_equal(kv_settle(a.env), 0);
+	assert_int_equal(kv_inode_recent(a.env, ino, sec, &in), 0);
+	mode = 0711;
+	assert_int_equal(kv_write(a.env, chmod_root, &mode, 0), 0); /* told */
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), -ENOENT);
+	assert_int_equal(kv_settle(a.env), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), 0);
+	assert_int_equal(in.mode, 040711);
+	/* a failed op and a good one in one window: only the good one's */
+	assert_int_equal(kv_write(a.env, put_then_fail, NULL, 0), -EIO);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "gamma", 0100644, &other), 0);
+	assert_int_equal(kv_settle(a.env), 0);
+	assert_int_equal(kv_inode_recent(a.env, other, sec, &in), 0);
+	assert_int_not_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in) == 0 &&
+				     in.mode == 040700,
+			     1);
+	assert_int_equal(tu_getattr(a.env, KV_ROOT_INO, &got), 0);
+	assert_int_equal(got.mode, 040711);
+	tu_image_free(&a);
+
+	/* a store of its own keeps none */
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, NULL), 0);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &ino), 0);
+	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), -ENOENT);
+	tu_image_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +438,7 @@ int main(void)
 		cmocka_unit_test(bad_messages),
 		cmocka_unit_test(counter_reloaded),
 		cmocka_unit_test(lost_window),
+		cmocka_unit_test(recent_inodes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
