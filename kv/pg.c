@@ -825,9 +825,10 @@ static int pg_publish(kv_env *e, kv_etxn *x, const char *msg, size_t len)
 	char *text;
 	int rc;
 
-	(void)e;
 	assert(x->depth == 0 && x->kind == PG_WRITE);
 	assert(strspn(msg, "0123456789abcdefikvsn/ ") == len);
+	if (!atomic_load(&((struct pg_env *)e->eng_priv)->others))
+		return 0; /* no one to tell yet (pg_listen.c invariant 3) */
 	text = strndup(msg, len);
 	if (!text)
 		return ENOMEM;

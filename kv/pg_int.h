@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "kv_int.h"
 
@@ -145,6 +146,9 @@ struct pg_env {
 	                             whole by the tools that repair or tune */
 	int mount_held;           /* the writer's connection holds it */
 	struct pg_listener *listener;
+	/* another mount was there (its lock seen, or a notice of its heard):
+	 * commits NOTIFY from then on (pg_listen.c invariant 3) */
+	atomic_int others;
 };
 
 /* pg_cache.c (invariants there). The entry of key k of db, live, or NULL. */

@@ -16,6 +16,14 @@
  *     delivery; a lost connection is made again every second meanwhile,
  *     and what was sent while it was away is lost (the kernel's short
  *     timeouts on such a mount bound the harm: fs/options.c).
+ *  3. A mount alone sends no notices (each costs the server and this
+ *     mount's listener a wakeup a commit): pg_publish sends once others is
+ *     set, which happens when the listener, on (re)connecting, finds
+ *     another mount's lock held, or hears another mount. Each listener
+ *     says hello (an empty message) once it listens, so a mount that comes
+ *     later is heard within a delivery; until then its kernel caches
+ *     nothing of what it was not told (it caches nothing for longer than
+ *     its timeout).
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +37,7 @@
 #include "pg_int.h"
 
 #define RETRY_MS 1000
+#define MSG_HEAD 22 /* "kvfs1 " and the mount's 16 hex digits (change.c) */
 
 struct pg_listener {
 	struct pg_env *pe;
@@ -94,6 +103,41 @@ static int wait_for(struct pg_listener *l, int fd, int ms)
 	return (p[0].revents & POLLIN) != 0;
 }
 
+/* Invariant 3: an empty message of this mount's. */
+static int say_hello(struct pg_listener *l, PGconn *pq)
+{
+	char msg[32];
+	const char *params[2] = {l->pe->chan, msg};
+	PGresult *r;
+	int ok;
+
+	snprintf(msg, sizeof(msg), "kvfs1 %016llx", (unsigned long long)l->pe->e->mount_id);
+	r = PQexecParams(pq, "SELECT pg_notify($1, $2)", 2, NULL, params, NULL, NULL, 0);
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+/* Invariant 3: the mount lock held by another session than this mount's. */
+static int count_others(struct pg_listener *l, PGconn *pq)
+{
+	unsigned long long key = (unsigned long long)l->pe->mount_key;
+	char sql[192];
+	PGresult *r;
+	int ok;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+		 "AND classid = %llu AND objid = %llu AND objsubid = 1",
+		 key >> 32, key & 0xffffffffULL);
+	r = PQexec(pq, sql);
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+	if (ok && atoll(PQgetvalue(r, 0, 0)) > 1)
+		atomic_store(&l->pe->others, 1);
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
 static PGconn *listen_connect(struct pg_listener *l)
 {
 	char sql[64];
@@ -109,6 +153,8 @@ static PGconn *listen_connect(struct pg_listener *l)
 		goto lost;
 	}
 	PQclear(r);
+	if (say_hello(l, pq) || count_others(l, pq))
+		goto lost;
 	if (l->said_lost)
 		kv_log("%s: hearing the other mounts again (changes made meanwhile may show "
 		       "only once the kernel's cache times out)", l->pe->disp);
@@ -127,6 +173,9 @@ static void *listen_main(void *arg)
 {
 	struct pg_listener *l = arg;
 	PGconn *pq = NULL;
+	char hello[32];
+
+	snprintf(hello, sizeof(hello), "kvfs1 %016llx", (unsigned long long)l->pe->e->mount_id);
 
 	for (;;) {
 		PGnotify *n;
@@ -144,6 +193,8 @@ static void *listen_main(void *arg)
 			continue;
 		}
 		while ((n = PQnotifies(pq))) {
+			if (strncmp(n->extra, hello, MSG_HEAD) != 0)
+				atomic_store(&l->pe->others, 1); /* another mount's */
 			if (kv_change_deliver(l->pe->e, n->extra, strlen(n->extra)) == -EINVAL)
 				kv_log("%s: a notice on %s that is not kvfs's, left alone",
 				       l->pe->disp, l->pe->chan);

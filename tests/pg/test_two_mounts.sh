@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_two_mounts.sh - two daemons mount one PostgreSQL-backed filesystem
-# read-write (as two hosts would): what one does, the other sees within
-# SEEN seconds (a create, a write, a rename, an unlink, a chmod, an xattr,
-# a capability where none was known, a mkdir and rmdir, a chmod of
+# read-write (as two hosts would): a mount alone sends no notices, and
+# each commit does once another mount is there; what one does, the other
+# sees within SEEN seconds (a create, a write, a rename, an unlink, a chmod,
+# an xattr, a capability where none was known, a mkdir and rmdir, a chmod of
 # a directory the other had just changed), names it had looked up,
 # attributes it kept and pages it had read included; close-to-open holds
 # (a file closed on one reads whole on the other at once); creates from
@@ -45,9 +46,37 @@ has_text() { [ "$(cat "$1")" = "$2" ]; }
 mode_is() { [ "$(stat -c %a "$1")" = "$2" ]; }
 xattr_is() { [ "$(getfattr --only-values -n "$2" "$1")" = "$3" ]; }
 
+# notices NAME SECONDS CMD...: what a session listening on the
+# filesystem's channel hears while CMD runs (the channel: FNV-1a of the
+# schema, kv/pg_listen.c), one notice a line
+notices() {
+	local schema chan out=$T/heard
+	schema=$(psql -XAt "$IMG" -c "SELECT current_schema()")
+	chan=$(/usr/bin/python3 -c 'import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) & (2**64 - 1)
+print("kvfs_%016x" % h)' "$schema")
+	psql -XAt "$IMG" -c "LISTEN $chan" -c "SELECT pg_sleep($1)" -c "SELECT 1" >"$out" 2>&1 &
+	local p=$!
+	sleep 0.3
+	shift
+	"$@"
+	wait "$p"
+	grep -c 'Asynchronous notification' "$out" || true
+}
+mk5() { for i in 1 2 3 4 5; do : >"$A/$1$i"; done; }
+
 kvfs_mkfs
 kvfs_mount
+# a mount alone tells no one: its commits send no notice
+n=$(notices 1.2 mk5 alone)
+if [ "$n" = 0 ]; then ok; else bad "a mount alone sent $n notices"; fi
 "$KVFS_BIN" "$IMG" "$B" || { echo "FAIL: the second mount"; exit 1; }
+# once a second mount is there, each commit tells it
+sleep 0.2
+n=$(notices 1.2 mk5 two)
+if [ "$n" -ge 5 ]; then ok; else bad "with two mounts, 5 creates sent $n notices"; fi
 
 # names and attributes B has cached (looked up, listed, read) before A
 # changes them: the notices must drop them
