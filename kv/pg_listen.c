@@ -140,13 +140,15 @@ static int count_others(struct pg_listener *l, PGconn *pq)
 
 static PGconn *listen_connect(struct pg_listener *l)
 {
-	char sql[64];
+	char sql[96];
 	PGconn *pq = pg_pq_connect(l->pe);
 	PGresult *r;
 
 	if (!pq || PQstatus(pq) != CONNECTION_OK)
 		goto lost;
-	snprintf(sql, sizeof(sql), "LISTEN %s", l->pe->chan);
+	/* named, so that pg_stat_activity tells it from the other sessions */
+	snprintf(sql, sizeof(sql), "SET application_name = 'kvfs listener'; LISTEN %s",
+		 l->pe->chan);
 	r = PQexec(pq, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		PQclear(r);

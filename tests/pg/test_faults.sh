@@ -327,7 +327,7 @@ works "A writes again after the failover" create "$MNT/after-failover"
 log "failover: A wrote again $(($(now_ms) - t0)) ms after the kill"
 listeners() {
 	[ "$(psql -XAt "${FURL/&$BOUNDS/}" -c "SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE 'LISTEN %'")" = 2 ]
+		WHERE datname = current_database() AND application_name = 'kvfs listener'")" = 2 ]
 }
 recovers "both listeners hear the new primary" listeners
 chmod 600 "$MNT/probe"
