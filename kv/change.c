@@ -33,7 +33,7 @@
 
 #include "kv_int.h"
 
-#define MSG_HEAD 22 /* "kvfs1 " + 16 hex digits */
+#define MSG_HEAD KV_CHANGE_HEAD
 
 static const char hexd[] = "0123456789abcdef";
 
@@ -107,6 +107,12 @@ void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len)
 	(void)note(e, rec, n);
 }
 
+size_t kv_change_head(const kv_env *e, char *buf)
+{
+	return (size_t)snprintf(buf, KV_CHANGE_HEAD + 1, "kvfs1 %016llx",
+				(unsigned long long)e->mount_id);
+}
+
 int kv_change_publish(kv_env *e, kv_etxn *x)
 {
 	char msg[KV_CHANGE_MSG_MAX + 1];
@@ -114,8 +120,7 @@ int kv_change_publish(kv_env *e, kv_etxn *x)
 	int mrc;
 
 	while (at < e->chg_len) {
-		size_t n = (size_t)snprintf(msg, sizeof(msg), "kvfs1 %016llx",
-					    (unsigned long long)e->mount_id);
+		size_t n = kv_change_head(e, msg);
 
 		/* whole records, as many as fit */
 		while (at < e->chg_len) {

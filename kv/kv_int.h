@@ -238,6 +238,11 @@ void kv_icache_top_done(kv_env *e);
 
 /* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */
 #define KV_CHANGE_MSG_MAX 7800
+/* A message's head, "kvfs1 " and the mount's 16 hex digits: written at buf
+ * (KV_CHANGE_HEAD + 1 bytes, NUL included); its length. A message of the
+ * head alone tells nothing (a mount's hello). */
+#define KV_CHANGE_HEAD 22
+size_t kv_change_head(const kv_env *e, char *buf);
 void kv_change_init(kv_env *e);
 /* A top-level write transaction begins: no notes yet. */
 void kv_change_begin(kv_env *e);

@@ -37,7 +37,6 @@
 #include "pg_int.h"
 
 #define RETRY_MS 1000
-#define MSG_HEAD 22 /* "kvfs1 " and the mount's 16 hex digits (change.c) */
 
 struct pg_listener {
 	struct pg_env *pe;
@@ -106,12 +105,12 @@ static int wait_for(struct pg_listener *l, int fd, int ms)
 /* Invariant 3: an empty message of this mount's. */
 static int say_hello(struct pg_listener *l, PGconn *pq)
 {
-	char msg[32];
+	char msg[KV_CHANGE_HEAD + 1];
 	const char *params[2] = {l->pe->chan, msg};
 	PGresult *r;
 	int ok;
 
-	snprintf(msg, sizeof(msg), "kvfs1 %016llx", (unsigned long long)l->pe->e->mount_id);
+	kv_change_head(l->pe->e, msg);
 	r = PQexecParams(pq, "SELECT pg_notify($1, $2)", 2, NULL, params, NULL, NULL, 0);
 	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
 	PQclear(r);
@@ -175,9 +174,9 @@ static void *listen_main(void *arg)
 {
 	struct pg_listener *l = arg;
 	PGconn *pq = NULL;
-	char hello[32];
+	char hello[KV_CHANGE_HEAD + 1];
 
-	snprintf(hello, sizeof(hello), "kvfs1 %016llx", (unsigned long long)l->pe->e->mount_id);
+	kv_change_head(l->pe->e, hello);
 
 	for (;;) {
 		PGnotify *n;
@@ -195,7 +194,7 @@ static void *listen_main(void *arg)
 			continue;
 		}
 		while ((n = PQnotifies(pq))) {
-			if (strncmp(n->extra, hello, MSG_HEAD) != 0)
+			if (strncmp(n->extra, hello, KV_CHANGE_HEAD) != 0)
 				atomic_store(&l->pe->others, 1); /* another mount's */
 			if (kv_change_deliver(l->pe->e, n->extra, strlen(n->extra)) == -EINVAL)
 				kv_log("%s: a notice on %s that is not kvfs's, left alone",
