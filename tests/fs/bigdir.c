@@ -33,8 +33,12 @@ static long count_entries(const char *dir, long n)
 	DIR *d = opendir(dir);
 
 	check(d != NULL && seen != NULL, "opendir", 0);
-	if (!d || !seen)
+	if (!d || !seen) {
+		if (d)
+			closedir(d);
+		free(seen);
 		return -1;
+	}
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
