@@ -121,13 +121,14 @@ static int say_hello(struct pg_listener *l, PGconn *pq)
 static int count_others(struct pg_listener *l, PGconn *pq)
 {
 	unsigned long long key = (unsigned long long)l->pe->mount_key;
-	char sql[192];
+	char sql[256];
 	PGresult *r;
 	int ok;
 
 	snprintf(sql, sizeof(sql),
 		 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-		 "AND classid = %llu AND objid = %llu AND objsubid = 1",
+		 "AND classid = %llu AND objid = %llu AND objsubid = 1 AND database = "
+		 "(SELECT oid FROM pg_database WHERE datname = current_database())",
 		 key >> 32, key & 0xffffffffULL);
 	r = PQexec(pq, sql);
 	ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;

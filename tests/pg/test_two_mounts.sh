@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_two_mounts.sh - two daemons mount one PostgreSQL-backed filesystem
-# read-write (as two hosts would): a mount alone sends no notices, and
+# read-write (as two hosts would): a mount alone sends no notices (one of
+# another database's filesystem beside it), and
 # each commit does once another mount is there; what one does, the other
 # sees within SEEN seconds (a create, a write, a rename, an unlink, a chmod,
 # an xattr, a capability where none was known, a mkdir and rmdir, a chmod of
@@ -67,11 +68,24 @@ print("kvfs_%016x" % h)' "$schema")
 }
 mk5() { for i in 1 2 3 4 5; do : >"$A/$1$i"; done; }
 
+# a filesystem in another database of the cluster, mounted: not another
+# mount of this one (advisory locks are a database's own)
+C=$T/mnt3
+OTHER_DB=${PGDB}_other
+OTHER=${KVFS_TEST_PG_URL/\/postgres\?//$OTHER_DB?}
+mkdir -p "$C"
+CLEANUP_EXTRA='fusermount3 -u "$B" 2>/dev/null; fusermount3 -u "$C" 2>/dev/null; sleep 0.3
+	psql -qX "$KVFS_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $OTHER_DB WITH (FORCE)" \
+		>/dev/null 2>&1'
+psql -qX "$KVFS_TEST_PG_URL" -c "CREATE DATABASE $OTHER_DB" >/dev/null &&
+	"$MKFS_BIN" -q "$OTHER" && "$KVFS_BIN" "$OTHER" "$C" ||
+	{ echo "FAIL: a filesystem in another database"; exit 1; }
 kvfs_mkfs
 kvfs_mount
 # a mount alone tells no one: its commits send no notice
 n=$(notices 1.2 mk5 alone)
 if [ "$n" = 0 ]; then ok; else bad "a mount alone sent $n notices"; fi
+fusermount3 -u "$C"
 "$KVFS_BIN" "$IMG" "$B" || { echo "FAIL: the second mount"; exit 1; }
 # once a second mount is there, each commit tells it
 sleep 0.2
