@@ -79,6 +79,9 @@ typedef struct kv_ecur kv_ecur; /* an engine's cursor on one map of a transactio
 #define KV_EINVAL (-30793)       /* not a store of this engine */
 #define KV_EVERSION (-30794)     /* a store of another version of the engine */
 #define KV_EMAP_RESIZED (-30785) /* LMDB: another process grew the map */
+/* KV_TXN_GUESS: a read answered from a guess was wrong; the transaction did
+ * nothing and takes only abort: run it again without guessing. */
+#define KV_EGUESS (-30700)
 
 /* Cursor operations (values as LMDB's MDB_cursor_op). */
 enum kv_cop {
@@ -95,8 +98,13 @@ enum kv_cop {
 #define KV_PUT_NOOVERWRITE 0x10
 #define KV_PUT_RESERVE 0x10000
 
-/* txn_begin flags. */
+/* txn_begin flags. KV_TXN_GUESS (a top-level write transaction of a
+ * shared store): reads may be answered from what the mount knew at its
+ * last commit, each checked on the server with the changes that follow;
+ * when one was wrong, a wait or the commit fails with KV_EGUESS. An engine
+ * may ignore it. */
 #define KV_TXN_RDONLY 0x20000
+#define KV_TXN_GUESS 0x40000
 
 struct kv_engine {
 	const char *name;

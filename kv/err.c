@@ -72,6 +72,8 @@ static const char *kv_strerror(int mrc)
 		return "a store of another engine version";
 	case KV_EMAP_RESIZED:
 		return "the map was resized";
+	case KV_EGUESS:
+		return "a guessed read was wrong";
 	default: /* an errno value, or a code of LMDB's own (engine.h contract 2) */
 		return mrc > 0 ? strerror(mrc) : kv_engine_lmdb.strerror(mrc);
 	}
@@ -102,6 +104,8 @@ int kv_err_map(kv_txn *txn, int mrc, const char *what)
 		return -EINVAL;
 	case KV_EVERSION: /* a file of another LMDB: env open */
 		return -EPROTONOSUPPORT;
+	case KV_EGUESS: /* the writer runs it again without guessing (writer.c) */
+		return -ESTALE;
 	case ENOMEM:
 		return -ENOMEM;
 	case ENOSPC:

@@ -488,7 +488,8 @@ int kv_map_resize(kv_env *e, uint64_t bytes)
 
 static int lmdb_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **out)
 {
-	return mdb_txn_begin(kv_lmdb(e)->env, kv_mtxn(parent), flags, (MDB_txn **)out);
+	return mdb_txn_begin(kv_lmdb(e)->env, kv_mtxn(parent), flags & KV_TXN_RDONLY,
+			     (MDB_txn **)out);
 }
 
 static int lmdb_txn_commit(kv_env *e, kv_etxn *x)

@@ -36,6 +36,10 @@
  *          round trip; a del of a key known there goes without waiting);
  *          prefetch sends a get without waiting, so that the gets an op
  *          names first share one round trip.
+ *   guess: a writer's top level begun with KV_TXN_GUESS answers a get of a
+ *          key it does not know from what the mount knew (pg_guess.c), and
+ *          sends the check with the key's first change or before COMMIT:
+ *          a batch's reads, changes and COMMIT are then one round trip.
  *
  * A connection's transaction (depth: the innermost open level):
  *
@@ -118,6 +122,76 @@ static unsigned pg_serial(struct pg_conn *c)
 	return c->serial;
 }
 
+/* ------------------------------------------------------------- guesses -- */
+
+/* A guess of key k of db (pg_guess.c), made what the top level knows, its
+ * check owed: it goes with the key's first change (S_SWAP, S_INSERT,
+ * S_DELSAME), or alone before the commit or a child's SAVEPOINT (a child's
+ * abort would undo the check with the change; children guess nothing);
+ * NULL when there is none. */
+static struct pg_centry *pg_guessed(struct pg_conn *c, int depth, enum kv_db db,
+				    const kv_val *k)
+{
+	unsigned char buf[PG_GUESS_VBUF];
+	size_t len = 0;
+	struct pg_centry *ce;
+	int st = pg_guess_find(c->pe, db, k->data, k->size, buf, &len);
+
+	if (st == PC_DEAD)
+		return NULL;
+	ce = pg_cache_set(c, depth, db, k->data, k->size, st, buf, len, 1);
+	if (ce)
+		ce->owed = 1;
+	return ce; /* NULL: no room to keep it, the server is asked */
+}
+
+/* Send the check entry ce owes, as level depth. */
+static int pg_owed_send(struct pg_conn *c, int depth, struct pg_centry *ce)
+{
+	kv_val k = {ce->klen, ce->key}, v = {ce->vlen, (void *)ce->val};
+
+	ce->owed = 0;
+	return pg_send_stmt(c, depth, ce->db, ce->state == PC_VAL ? S_SAME : S_ABSENT, &k, &v, 0,
+			    0);
+}
+
+int pg_owed_key(struct pg_conn *c, int depth, enum kv_db db, const void *k, size_t klen)
+{
+	struct pg_centry *ce = c->guessing ? pg_cache_find(c, db, k, klen) : NULL;
+
+	return ce && ce->owed ? pg_owed_send(c, depth, ce) : 0;
+}
+
+/* Every check still owed, sent as level depth (before its commit, or a
+ * child's SAVEPOINT). Gathered first: a send may read results (a full
+ * pipeline), and a prefetch's result may drop entries from the lists. */
+static int pg_owed_all(struct pg_conn *c, int depth)
+{
+	struct pg_centry **owed;
+	size_t n = 0, i = 0;
+	int rc = 0;
+
+	if (!c->guessing)
+		return 0;
+	for (int d = 0; d <= depth; d++)
+		for (struct pg_centry *ce = c->cache.lvl[d]; ce; ce = ce->lnext)
+			n += ce->owed;
+	if (!n)
+		return 0;
+	owed = malloc(n * sizeof(*owed));
+	if (!owed)
+		return ENOMEM;
+	for (int d = 0; d <= depth; d++)
+		for (struct pg_centry *ce = c->cache.lvl[d]; ce; ce = ce->lnext)
+			if (ce->owed)
+				owed[i++] = ce;
+	for (i = 0; i < n && !rc; i++) /* entries stay in the arena (pg_cache.c) */
+		if (owed[i]->owed)
+			rc = pg_owed_send(c, depth, owed[i]);
+	free(owed);
+	return rc;
+}
+
 /* -------------------------------------------------------- transactions -- */
 
 /* The top level ended: what it handed out goes (invariant 2), and what it
@@ -134,6 +208,7 @@ static void pg_txn_end(struct pg_conn *c)
 	c->fail_rc = 0;
 	c->begin_cmd = C_NONE;
 	c->begun = 0;
+	c->guessing = 0;
 	c->rsv.on = 0;
 	memset(c->deferred, 0, sizeof(c->deferred));
 }
@@ -189,6 +264,8 @@ static int pg_child_begin(kv_etxn *parent, kv_etxn **out)
 		return ENOMEM;
 	*x = (kv_etxn){.c = c, .depth = d, .kind = PG_WRITE, .active = 1};
 	rc = pg_prelude(c, parent->depth); /* the parent's reserved put is the parent's */
+	if (!rc)
+		rc = pg_owed_all(c, parent->depth);
 	if (rc)
 		goto free_x;
 	c->depth = d;
@@ -249,14 +326,28 @@ static int pg_child_commit(kv_etxn *x)
 	return rc;
 }
 
+/* Whether a guess's check is still owed (the top level's). */
+static int pg_owes(struct pg_conn *c)
+{
+	if (c->guessing)
+		for (struct pg_centry *ce = c->cache.lvl[0]; ce; ce = ce->lnext)
+			if (ce->owed)
+				return 1;
+	return 0;
+}
+
 static int pg_commit_top(kv_etxn *x)
 {
 	struct pg_conn *c = x->c;
 	PGresult *r = NULL;
 	int rc = 0;
 
-	if (x->kind == PG_WRITE && (c->begun || c->rsv.on)) {
+	/* a transaction that only read guesses sends their checks too: what
+	 * its caller did with them is checked before it is told done */
+	if (x->kind == PG_WRITE && (c->begun || c->rsv.on || pg_owes(c))) {
 		rc = pg_prelude(c, 0);
+		if (!rc)
+			rc = pg_owed_all(c, 0);
 		if (!rc)
 			rc = pg_send_cmd(c, c->open[0], C_COMMIT, NULL, 1);
 		if (!rc)
@@ -264,6 +355,8 @@ static int pg_commit_top(kv_etxn *x)
 		if (!rc && strcmp(PQcmdStatus(r), "COMMIT"))
 			rc = EIO; /* the server rolled it back */
 		PQclear(r);
+		if (!rc && c->writer)
+			pg_guess_commit(c->pe, c); /* before the cache goes */
 	}
 	if (rc || x->kind != PG_WRITE)
 		pg_end_rollback(c);
@@ -313,6 +406,7 @@ static int pg_txn_begin(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **ou
 		rc = pg_top_begin(x, C_BEGIN);
 		if (rc)
 			return rc;
+		pe->w->guessing = (flags & KV_TXN_GUESS) && pg_guess_quiet(pe);
 	}
 	*out = x;
 	return 0;
@@ -362,6 +456,7 @@ static int pg_read_begin(kv_env *e, kv_etxn **xp)
 	assert(!x->active);
 	rc = pg_top_begin(x, C_NONE);
 	x->c->implicit = !rc;
+	x->gen = pg_guess_gen(pe);
 	return rc;
 }
 
@@ -386,8 +481,8 @@ static void pg_read_free(kv_env *e, kv_etxn *x)
 /* ------------------------------------------------------------- records -- */
 
 /* What level depth knows of key k of db (pg_cache.c): a value or an
- * absence, a prefetch's result waited for; NULL to ask the server (or a
- * failure in *rc). */
+ * absence, a prefetch's result waited for, or a guess; NULL to ask the
+ * server (or a failure in *rc). */
 static struct pg_centry *pg_known(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k,
 				  int *rc)
 {
@@ -397,6 +492,8 @@ static struct pg_centry *pg_known(struct pg_conn *c, int depth, enum kv_db db, c
 	if (*rc)
 		return NULL;
 	ce = pg_cache_find(c, db, k->data, k->size);
+	if (!ce && c->guessing && depth == 0) /* a child reads: its abort loses no check */
+		return pg_guessed(c, depth, db, k);
 	if (!ce || ce->state != PC_PEND)
 		return ce;
 	*rc = pg_drain(c, NULL);
@@ -433,23 +530,29 @@ static int pg_got(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k, 
 
 static int pg_get(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 {
+	struct pg_env *pe = e->eng_priv;
 	struct pg_centry *ce;
 	PGresult *r;
 	int rc;
 
-	(void)e;
 	ce = pg_known(x->c, x->depth, db, k, &rc);
 	if (rc)
 		return rc;
 	if (ce) {
-		if (ce->state == PC_NONE)
-			return KV_ENOTFOUND;
+		rc = ce->state == PC_NONE ? KV_ENOTFOUND : 0;
 		v->data = (void *)ce->val;
 		v->size = ce->vlen;
-		return 0;
+	} else {
+		rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
+		if (!rc)
+			rc = pg_got(x->c, x->depth, db, k, r, v);
 	}
-	rc = pg_call(x->c, x->depth, db, S_GET, k, NULL, 0, &r);
-	return rc ? rc : pg_got(x->c, x->depth, db, k, r, v);
+	/* a reader's answer: the writer's next batch may guess it (the
+	 * LOOKUP before a create found the name's bucket empty) */
+	if (x->kind == PG_READ && pe->guess && (rc == 0 || rc == KV_ENOTFOUND))
+		pg_guess_read(pe, x->gen, db, k->data, k->size, rc ? NULL : v->data,
+			      rc ? 0 : v->size, !rc);
+	return rc;
 }
 
 /* engine.h: the get goes now, its result to the cache; the get that
@@ -461,6 +564,8 @@ static void pg_prefetch(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
 	(void)e;
 	if (pg_cache_find(c, db, k->data, k->size))
 		return; /* known, or on its way */
+	if (c->guessing && x->depth == 0 && pg_guessed(c, x->depth, db, k))
+		return;
 	if (pg_send_stmt(c, x->depth, db, S_GET, k, NULL, 0, 0))
 		return; /* the get will say why */
 	c->pend[c->pend_n - 1].ent =
@@ -498,6 +603,8 @@ static int pg_reserve(kv_etxn *x, enum kv_db db, const kv_val *k, kv_val *v)
 	struct pg_reserve *rs = &c->rsv;
 	int rc = pg_prelude(c, x->depth); /* sends the one before */
 
+	if (!rc)
+		rc = pg_owed_key(c, x->depth, db, k->data, k->size);
 	if (rc)
 		return rc;
 	if (k->size > rs->kcap || v->size > rs->cap) {
@@ -573,6 +680,7 @@ static int pg_put(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val 
 		  unsigned flags)
 {
 	struct pg_conn *c = x->c;
+	struct pg_centry *ce;
 	int rc;
 
 	(void)e;
@@ -585,7 +693,16 @@ static int pg_put(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k, kv_val 
 	}
 	if (flags & KV_PUT_RESERVE)
 		return pg_reserve(x, db, k, v);
-	rc = pg_send_stmt(c, x->depth, db, S_PUT, k, v, 0, 0);
+	ce = c->guessing ? pg_cache_find(c, db, k->data, k->size) : NULL;
+	if (ce && ce->owed) { /* the change checks the guess */
+		kv_val old = {ce->vlen, (void *)ce->val};
+
+		ce->owed = 0;
+		rc = pg_send_old(c, x->depth, db, ce->state == PC_VAL ? S_SWAP : S_INSERT, k, v,
+				 &old, 0, 0);
+	} else {
+		rc = pg_send_stmt(c, x->depth, db, S_PUT, k, v, 0, 0);
+	}
 	if (!rc) {
 		pg_touch(c, db, k->data, k->size);
 		pg_cache_set(c, x->depth, db, k->data, k->size, PC_VAL, v->data, v->size, 1);
@@ -609,7 +726,10 @@ static int pg_del(kv_env *e, kv_etxn *x, enum kv_db db, const kv_val *k)
 	if (ce && ce->state == PC_NONE)
 		return KV_ENOTFOUND;
 	if (ce) { /* there: nothing to wait for, as a put */
-		rc = pg_send_stmt(c, x->depth, db, S_DEL, k, NULL, 0, 0);
+		kv_val old = {ce->vlen, (void *)ce->val};
+
+		rc = pg_send_stmt(c, x->depth, db, ce->owed ? S_DELSAME : S_DEL, k, &old, 0, 0);
+		ce->owed = 0;
 		if (rc)
 			return rc;
 	} else {
@@ -670,6 +790,7 @@ static void pg_env_free(struct pg_env *pe)
 		pe->pool = c->next;
 		pg_conn_free(c);
 	}
+	pg_guess_free(pe);
 	pthread_mutex_destroy(&pe->lock);
 	free(pe);
 }
@@ -741,6 +862,11 @@ static int pg_open(kv_env *e, char *err, size_t errlen)
 		goto free_pe;
 	}
 	if (!e->readonly && (rc = pg_mount_lock(c, err, errlen)) != 0) {
+		pg_conn_free(c);
+		goto free_pe;
+	}
+	if (!e->readonly && (rc = pg_guess_init(pe)) != 0) {
+		kv_seterr(err, errlen, "'%s': %s", pe->disp, strerror(rc));
 		pg_conn_free(c);
 		goto free_pe;
 	}
@@ -866,6 +992,8 @@ static const char *pg_strerror(int code)
 		return "a kvfs filesystem of another version";
 	case KV_EMAP_RESIZED:
 		return "map resized";
+	case KV_EGUESS:
+		return "a guessed read was wrong";
 	}
 	return strerror(code);
 }

@@ -44,7 +44,7 @@ struct pg_chunk {
 	unsigned char buf[];
 };
 
-static uint32_t key_hash(enum kv_db db, const void *k, size_t klen)
+uint32_t pg_key_hash(enum kv_db db, const void *k, size_t klen)
 {
 	const unsigned char *p = k;
 	uint32_t h = 2166136261u ^ (uint32_t)db; /* FNV-1a */
@@ -120,7 +120,7 @@ struct pg_centry *pg_cache_find(struct pg_conn *c, enum kv_db db, const void *k,
 
 	if (!pc->n)
 		return NULL;
-	return *find_slot(pc, db, k, klen, key_hash(db, k, klen));
+	return *find_slot(pc, db, k, klen, pg_key_hash(db, k, klen));
 }
 
 static void lvl_unlink(struct pg_centry *e)
@@ -156,19 +156,21 @@ void pg_cache_drop(struct pg_conn *c, enum kv_db db, const void *k, size_t klen)
 	struct pg_cache *pc = &c->cache;
 	struct pg_centry **pp;
 
+	if (c->writer) /* what its transaction makes of the key is not kept */
+		pg_guess_forget(c->pe, db, k, klen);
 	if (!pc->n)
 		return;
-	pp = find_slot(pc, db, k, klen, key_hash(db, k, klen));
+	pp = find_slot(pc, db, k, klen, pg_key_hash(db, k, klen));
 	if (*pp)
 		kill(pc, pp);
 }
 
-struct pg_centry *pg_cache_set(struct pg_conn *c, int depth, enum kv_db db, const void *k,
-			       size_t klen, enum pg_cstate state, const void *v, size_t vlen,
-			       int copy)
+static struct pg_centry *cache_set(struct pg_conn *c, int depth, enum kv_db db, const void *k,
+				   size_t klen, enum pg_cstate state, const void *v, size_t vlen,
+				   int copy)
 {
 	struct pg_cache *pc = &c->cache;
-	uint32_t h = key_hash(db, k, klen);
+	uint32_t h = pg_key_hash(db, k, klen);
 	struct pg_centry **pp, *e;
 
 	if ((!pc->tab || pc->n > pc->mask) && tab_grow(pc) && !pc->tab)
@@ -202,8 +204,20 @@ struct pg_centry *pg_cache_set(struct pg_conn *c, int depth, enum kv_db db, cons
 		lvl_link(pc, e, depth);
 	}
 	e->state = (unsigned char)state;
+	e->owed = 0;
 	e->val = state == PC_VAL ? (vlen ? v : "") : NULL;
 	e->vlen = state == PC_VAL ? vlen : 0;
+	return e;
+}
+
+struct pg_centry *pg_cache_set(struct pg_conn *c, int depth, enum kv_db db, const void *k,
+			       size_t klen, enum pg_cstate state, const void *v, size_t vlen,
+			       int copy)
+{
+	struct pg_centry *e = cache_set(c, depth, db, k, klen, state, v, vlen, copy);
+
+	if (!e && c->writer) /* not kept: nor what the commit would teach */
+		pg_guess_forget(c->pe, db, k, klen);
 	return e;
 }
 
@@ -226,6 +240,8 @@ void pg_cache_abort(struct pg_conn *c, int depth)
 	while (pc->lvl[depth]) {
 		struct pg_centry *e = pc->lvl[depth];
 
+		if (c->writer) /* what the parent holds of it is not known here */
+			pg_guess_forget(c->pe, e->db, e->key, e->klen);
 		kill(pc, find_slot(pc, e->db, e->key, e->klen, e->hash));
 	}
 }

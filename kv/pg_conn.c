@@ -227,6 +227,8 @@ static int pg_state_errno(const char *st)
 		return EROFS;
 	if (!strcmp(st, "42501")) /* insufficient_privilege */
 		return EACCES;
+	if (!strcmp(st, "22012")) /* division_by_zero: only a guess's check divides */
+		return KV_EGUESS;
 	return EIO;
 }
 
@@ -249,7 +251,10 @@ static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult 
 	if (PQstatus(c->pq) != CONNECTION_OK || (sev && strcmp(sev, "ERROR")))
 		return pg_lost(c, PQresultErrorMessage(r)); /* FATAL, PANIC */
 	first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
-	kv_log("postgresql %s: %s", c->pe->disp, c->last_err);
+	if (rc == KV_EGUESS) /* not an error: the transaction runs again */
+		pg_guess_clear(c->pe);
+	else
+		kv_log("postgresql %s: %s", c->pe->disp, c->last_err);
 	pg_unprepared(c, p);
 	for (int d = 0; d <= c->depth; d++) {
 		if (c->open[d] != p->id)

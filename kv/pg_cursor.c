@@ -313,7 +313,9 @@ int pg_cur_del(kv_env *e, kv_ecur *cur)
 	if (cur->x->kind != PG_WRITE)
 		return EACCES;
 	pg_val(cur->res, cur->row, 0, &at);
-	rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
+	rc = pg_owed_key(cur->c, cur->x->depth, cur->db, at.data, at.size);
+	if (!rc)
+		rc = pg_send_stmt(cur->c, cur->x->depth, cur->db, S_DEL, &at, NULL, 0, 0);
 	if (!rc) { /* its rows stay right: NEXT moves on from them */
 		pg_touch(cur->c, cur->db, at.data, at.size);
 		pg_cache_set(cur->c, cur->x->depth, cur->db, at.data, at.size, PC_NONE, NULL, 0,

@@ -3,7 +3,8 @@
  * engine.h: transactions, records, cursors, create and open), pg_conn.c
  * (its connections: connect, the pipeline and its results, errors, reset,
  * the pool of idle connections), pg_cache.c (what a transaction knows of
- * its records) and pg_listen.c (many mounts). Nothing else includes it.
+ * its records), pg_guess.c (what the mount knew of them at its last
+ * commit) and pg_listen.c (many mounts). Nothing else includes it.
  */
 #ifndef KVFS_PG_INT_H
 #define KVFS_PG_INT_H
@@ -19,7 +20,11 @@
 #define PG_WAIT_SLACK_MS 5000 /* a call gives up this long after the statement timeout */
 
 /* The statements of one map, prepared on a connection at first use. */
-enum pg_stmt { S_GET, S_PUT, S_PUTNEW, S_DEL, S_COUNT, S_FIRST, S_LAST, S_GE, S_GT, S_LT, S_N };
+enum pg_stmt {
+	S_GET, S_PUT, S_PUTNEW, S_DEL, S_COUNT, S_FIRST, S_LAST, S_GE, S_GT, S_LT,
+	S_SAME, S_ABSENT, S_SWAP, S_INSERT, S_DELSAME, /* a guess's checks (pg_guess.c) */
+	S_N
+};
 /* Slots of pg_conn.prepared past the maps' for the statements without a
  * map (pg.c: enum pg_cmd), S_N of them a slot. */
 #define PG_CMD_SLOTS 6
@@ -51,6 +56,7 @@ struct pg_centry {
 	struct pg_centry *lnext, **lprevp; /* its level's list */
 	int depth;                /* the level that learned or changed it last */
 	unsigned char db, state;
+	unsigned char owed;       /* PC_VAL or PC_NONE guessed, its check not sent (pg.c) */
 	uint32_t hash;
 	const void *val;          /* PC_VAL: vlen bytes, in a held result or the arena */
 	size_t vlen, klen;
@@ -73,6 +79,7 @@ struct pg_conn {
 	struct pg_env *pe;
 	struct pg_conn *next;     /* pe->pool */
 	int writer;               /* the env's writer: synchronous_commit by durability */
+	int guessing;             /* its top level may answer reads from guesses (pg_guess.c) */
 	int broken;               /* lost: every call fails with EIO until a reset */
 	unsigned wait_ms;         /* how long one call waits for the server */
 	/* bit s of slot i: statement s of map i prepared; slots past KV_NDB:
@@ -108,6 +115,7 @@ struct kv_etxn {
 	struct pg_conn *c;
 	int depth;                /* 0: top level; n: a child n deep */
 	enum pg_kind kind;        /* PG_READ: read_begin's, recycled */
+	unsigned gen;             /* PG_READ: pg_guess_gen at its begin */
 	int active;
 };
 
@@ -128,6 +136,7 @@ enum pg_cmd {
 	C_N = C_UNDO + PG_MAX_DEPTH
 };
 _Static_assert(C_N <= PG_CMD_SLOTS * S_N, "PG_CMD_SLOTS too small");
+_Static_assert(S_N <= 16, "pg_conn.prepared has 16 bits a slot");
 
 struct pg_env {
 	kv_env *e;
@@ -149,9 +158,17 @@ struct pg_env {
 	/* another mount was there (its lock seen, or a notice of its heard):
 	 * commits NOTIFY from then on (pg_listen.c invariant 3) */
 	atomic_int others;
+	struct pg_guess *guess;   /* read-write opens: pg_guess.c */
 };
 
-/* pg_cache.c (invariants there). The entry of key k of db, live, or NULL. */
+/* pg_guess.c: the time (CLOCK_MONOTONIC_COARSE, ns) of the last message of
+ * another mount heard; whether one came within PG_GUESS_QUIET_NS. */
+void pg_guess_heard(struct pg_env *pe);
+int pg_guess_quiet(struct pg_env *pe);
+
+/* pg_cache.c (invariants there). A key's hash (pg_guess.c's too). */
+uint32_t pg_key_hash(enum kv_db db, const void *k, size_t klen);
+/* The entry of key k of db, live, or NULL. */
 struct pg_centry *pg_cache_find(struct pg_conn *c, enum kv_db db, const void *k, size_t klen);
 /* Level depth learned or changed key k of db: state (PC_VAL with vlen
  * bytes at v, copied into the arena when copy, else kept where they are;
@@ -172,6 +189,27 @@ void pg_cache_free(struct pg_conn *c);
 /* pg.c, for pg_drain: the result r of prefetch p (NULL: it failed), handed
  * over. */
 void pg_prefetched(struct pg_conn *c, const struct pg_pend *p, PGresult *r);
+
+/* pg_guess.c (invariants there). Kept for db: the small records. */
+int pg_guess_db(enum kv_db db);
+int pg_guess_init(struct pg_env *pe); /* ENOMEM */
+void pg_guess_free(struct pg_env *pe);
+/* What is known of key k of db: PC_VAL (its value copied to val, at least
+ * pg_guess.c's PG_GUESS_VMAX bytes of room, *vlen set), PC_NONE (no
+ * record), or PC_DEAD (nothing known). */
+int pg_guess_find(struct pg_env *pe, enum kv_db db, const void *k, size_t klen, void *val,
+		  size_t *vlen);
+#define PG_GUESS_VBUF 464
+/* The writer's commits learned so far (a reader's begin). */
+unsigned pg_guess_gen(struct pg_env *pe);
+/* A reader that began at gen found key k of db holding v (found), or no
+ * record. */
+void pg_guess_read(struct pg_env *pe, unsigned gen, enum kv_db db, const void *k, size_t klen,
+		   const void *v, size_t vlen, int found);
+void pg_guess_forget(struct pg_env *pe, enum kv_db db, const void *k, size_t klen);
+/* c's write transaction committed: what its top level knows is learned. */
+void pg_guess_commit(struct pg_env *pe, struct pg_conn *c);
+void pg_guess_clear(struct pg_env *pe);
 
 /* pg_listen.c: the names of the filesystem's lock and channel, from the
  * schema that holds its tables. */
@@ -240,11 +278,18 @@ int pg_key_cmp(const void *a, size_t alen, const void *b, size_t blen); /* contr
  * to the end of the top level (pg.c invariant 2). */
 int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
 		 const kv_val *v, int limit, int want);
+/* pg_send_stmt with the value a change replaces (S_SWAP's). */
+int pg_send_old(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
+		const kv_val *v, const kv_val *old, int limit, int want);
 int pg_call(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
 	    const kv_val *v, int limit, PGresult **r);
 int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int want);
 int pg_prelude(struct pg_conn *c, int depth);
 int pg_hold(struct pg_conn *c, PGresult *r);
+
+/* pg.c: before a change of key k of db that does not check a guess itself,
+ * the check the key owes (pg_guess.c), sent as level depth. */
+int pg_owed_key(struct pg_conn *c, int depth, enum kv_db db, const void *k, size_t klen);
 
 /* pg_cursor.c: the engine's cursor calls; pg_touch, a change of key k of db
  * in c's transaction (pg.c invariant 4); pg_cursors_end, the top level

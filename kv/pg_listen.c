@@ -195,8 +195,10 @@ static void *listen_main(void *arg)
 			continue;
 		}
 		while ((n = PQnotifies(pq))) {
-			if (strncmp(n->extra, hello, KV_CHANGE_HEAD) != 0)
-				atomic_store(&l->pe->others, 1); /* another mount's */
+			if (strncmp(n->extra, hello, KV_CHANGE_HEAD) != 0) { /* another mount's */
+				atomic_store(&l->pe->others, 1);
+				pg_guess_heard(l->pe); /* what it changed, guessed no more */
+			}
 			if (kv_change_deliver(l->pe->e, n->extra, strlen(n->extra)) == -EINVAL)
 				kv_log("%s: a notice on %s that is not kvfs's, left alone",
 				       l->pe->disp, l->pe->chan);

@@ -21,28 +21,51 @@
 #define PG_BYTEA 17              /* type oids */
 #define PG_INT4 23
 
-/* %1$s: the map's name. Parameters in order: key, value, row limit. */
+/* %1$s: the map's name. Parameters in order: key, value (S_SAME and
+ * S_DELSAME: the one guessed), the value it replaces (S_SWAP's guess),
+ * row limit. */
 static const struct {
 	const char *sql;
-	unsigned char key, val, limit;
+	unsigned char key, val, old, limit;
 } pg_stmts[S_N] = {
 	[S_GET] = {"SELECT v FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
 	[S_PUT] = {"INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
 		   "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-		   1, 1, 0},
+		   1, 1, 0, 0},
 	/* The main query's snapshot precedes the insert: a row means the key
 	 * was there (its value, as LMDB gives it), none that it went in. */
 	[S_PUTNEW] = {"WITH i AS (INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
 		      "ON CONFLICT DO NOTHING RETURNING 1) "
 		      "SELECT v FROM kvfs_%1$s WHERE k = $1 AND NOT EXISTS (SELECT FROM i)",
-		      1, 1, 0},
-	[S_DEL] = {"DELETE FROM kvfs_%1$s WHERE k = $1", 1, 0, 0},
-	[S_COUNT] = {"SELECT count(*) FROM kvfs_%1$s", 0, 0, 0},
-	[S_FIRST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k LIMIT $1", 0, 0, 1},
-	[S_LAST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k DESC LIMIT $1", 0, 0, 1},
-	[S_GE] = {"SELECT k, v FROM kvfs_%1$s WHERE k >= $1 ORDER BY k LIMIT $2", 1, 0, 1},
-	[S_GT] = {"SELECT k, v FROM kvfs_%1$s WHERE k > $1 ORDER BY k LIMIT $2", 1, 0, 1},
-	[S_LT] = {"SELECT k, v FROM kvfs_%1$s WHERE k < $1 ORDER BY k DESC LIMIT $2", 1, 0, 1},
+		      1, 1, 0, 0},
+	[S_DEL] = {"DELETE FROM kvfs_%1$s WHERE k = $1", 1, 0, 0, 0},
+	[S_COUNT] = {"SELECT count(*) FROM kvfs_%1$s", 0, 0, 0, 0},
+	[S_FIRST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k LIMIT $1", 0, 0, 0, 1},
+	[S_LAST] = {"SELECT k, v FROM kvfs_%1$s ORDER BY k DESC LIMIT $1", 0, 0, 0, 1},
+	[S_GE] = {"SELECT k, v FROM kvfs_%1$s WHERE k >= $1 ORDER BY k LIMIT $2", 1, 0, 0, 1},
+	[S_GT] = {"SELECT k, v FROM kvfs_%1$s WHERE k > $1 ORDER BY k LIMIT $2", 1, 0, 0, 1},
+	[S_LT] = {"SELECT k, v FROM kvfs_%1$s WHERE k < $1 ORDER BY k DESC LIMIT $2", 1, 0, 0,
+		  1},
+	/* A guess checked (pg_guess.c invariant 1): the row as guessed, or
+	 * the division fails the transaction (22012). The divisor is a
+	 * subquery, which the planner never folds to a constant, so the error
+	 * comes at execution and only when the guess was wrong. The first
+	 * change of a guessed key checks it as it goes: a put replaces the
+	 * value guessed (S_SWAP), or makes the row guessed absent (S_INSERT);
+	 * a del removes the value guessed (S_DELSAME). */
+	[S_SAME] = {"SELECT 1 / (SELECT count(*) FROM kvfs_%1$s WHERE k = $1 AND v = $2)", 1, 1,
+		    0, 0},
+	[S_ABSENT] = {"SELECT 1 / (1 - (SELECT count(*) FROM kvfs_%1$s WHERE k = $1))", 1, 0, 0,
+		      0},
+	[S_SWAP] = {"WITH u AS (UPDATE kvfs_%1$s SET v = $2 WHERE k = $1 AND v = $3 RETURNING 1) "
+		    "SELECT 1 / (SELECT count(*) FROM u)",
+		    1, 1, 1, 0},
+	[S_INSERT] = {"WITH i AS (INSERT INTO kvfs_%1$s (k, v) VALUES ($1, $2) "
+		      "ON CONFLICT DO NOTHING RETURNING 1) SELECT 1 / (SELECT count(*) FROM i)",
+		      1, 1, 0, 0},
+	[S_DELSAME] = {"WITH d AS (DELETE FROM kvfs_%1$s WHERE k = $1 AND v = $2 RETURNING 1) "
+		       "SELECT 1 / (SELECT count(*) FROM d)",
+		       1, 1, 0, 0},
 };
 
 /* Whether statement i (pg_conn.prepared's numbering) is prepared; mark it. */
@@ -59,7 +82,12 @@ static int pg_prepared(struct pg_conn *c, int i)
 static void pg_cmd_sql(const struct pg_conn *c, int cmd, char *sql, size_t n)
 {
 	static const char *const fixed[] = {
-		[C_BEGIN] = "BEGIN", [C_BEGIN_READ] = PG_BEGIN_READ, [C_COMMIT] = "COMMIT",
+		/* the writer's statements each see what committed before them,
+		 * the writers' lock's waits included, whatever the server's
+		 * default isolation (a snapshot taken as the lock statement
+		 * began would miss the commit it waited for) */
+		[C_BEGIN] = "BEGIN ISOLATION LEVEL READ COMMITTED", [C_BEGIN_READ] = PG_BEGIN_READ,
+		[C_COMMIT] = "COMMIT",
 		[C_ROLLBACK] = "ROLLBACK"};
 
 	if (cmd < C_LOCK)
@@ -142,7 +170,7 @@ int pg_prelude(struct pg_conn *c, int depth)
 static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stmt s)
 {
 	char name[16], sql[512];
-	Oid types[3];
+	Oid types[4];
 	int n = 0;
 
 	if (pg_prepared(c, (int)db * S_N + (int)s))
@@ -152,6 +180,8 @@ static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stm
 	if (pg_stmts[s].key)
 		types[n++] = PG_BYTEA;
 	if (pg_stmts[s].val)
+		types[n++] = PG_BYTEA;
+	if (pg_stmts[s].old)
 		types[n++] = PG_BYTEA;
 	if (pg_stmts[s].limit)
 		types[n++] = PG_INT4;
@@ -165,10 +195,16 @@ static int pg_prepare(struct pg_conn *c, unsigned id, enum kv_db db, enum pg_stm
 int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
 			const kv_val *k, const kv_val *v, int limit, int want)
 {
-	static const int fmts[3] = {1, 1, 1};
-	const char *vals[3];
+	return pg_send_old(c, depth, db, s, k, v, NULL, limit, want);
+}
+
+int pg_send_old(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
+		const kv_val *v, const kv_val *old, int limit, int want)
+{
+	static const int fmts[4] = {1, 1, 1, 1};
+	const char *vals[4];
 	unsigned char lim[4];
-	int lens[3], n = 0, rc;
+	int lens[4], n = 0, rc;
 	char name[16];
 
 	if ((rc = pg_prelude(c, depth)) || (rc = pg_prepare(c, c->open[depth], db, s)))
@@ -184,6 +220,12 @@ int pg_send_stmt(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s,
 			return EINVAL;
 		vals[n] = v->size ? v->data : "";
 		lens[n++] = (int)v->size;
+	}
+	if (pg_stmts[s].old) {
+		if (old->size > INT_MAX)
+			return EINVAL;
+		vals[n] = old->size ? old->data : "";
+		lens[n++] = (int)old->size;
 	}
 	if (pg_stmts[s].limit) {
 		for (int i = 0; i < 4; i++)

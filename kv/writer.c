@@ -240,7 +240,8 @@ enum short_of {
 
 /* Store the superblock if the inode counter moved, then commit parent (or
  * abort it, when the store failed). 0; -ENOSPC with *why set when the map
- * or the host filesystem was short of room; another negative errno. */
+ * or the host filesystem was short of room; KV_EGUESS when a guessed read
+ * was wrong (nothing done); another negative errno. */
 static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 {
 	kv_txn t = {.env = e, .txn = parent, .write = 1};
@@ -260,6 +261,8 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 	if (rc) {
 		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
+		if (rc == -ESTALE)
+			return KV_EGUESS; /* a check the store read on the way failed */
 		if (t.map_full)
 			*why = SHORT_MAP;
 		else if (rc == -ENOSPC)
@@ -276,6 +279,8 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 		kv_icache_top_done(e);
 		return 0;
 	}
+	if (mrc == KV_EGUESS)
+		return mrc; /* commit_ops runs it again */
 	if (mrc == KV_EMAP_FULL)
 		*why = SHORT_MAP;
 	else if (mrc == ENOSPC || (mrc == EIO && kv_disk_full(e)))
@@ -347,7 +352,23 @@ static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
 struct batch {
 	int flat;
 	int host_retried;
+	int unguessed;     /* a try on guesses failed: the rest of it reads (engine.h) */
+	uint64_t wb_bytes; /* e->wb_bytes before the try */
 };
+
+/* The try from start on is dropped before anything was told: the
+ * superblock is read again, the inode numbers it took are given again (not
+ * below those a lost window gave out: window.c invariant 5), and the bytes
+ * it wrote are counted once, by the next try (wb_bytes: what it was). */
+static struct kv_op *try_again(kv_env *e, struct kv_op *start, uint64_t wb_bytes)
+{
+	e->super_guess = 0;
+	e->next_ino = e->super.next_ino > e->ino_floor ? e->super.next_ino : e->ino_floor;
+	e->wb_bytes = wb_bytes;
+	for (struct kv_op *op = start; op; op = op->next)
+		op->rc = 0;
+	return start;
+}
 
 /* The flat try of the ops from start on stopped short (why) and was
  * aborted: a lone op that failed is done (its rc says why); after a map
@@ -377,6 +398,10 @@ static struct kv_op *commit_ops(kv_env *e, kv_etxn *parent, struct kv_op *start,
 	enum short_of short_of;
 	int rc = commit_batch(e, parent, &short_of);
 
+	if (rc == KV_EGUESS) { /* nothing was told: again, reading */
+		b->unguessed = 1;
+		return try_again(e, start, b->wb_bytes);
+	}
 	if (short_of != SHORT_NONE) {
 		if (commit_short(e, short_of, &b->host_retried))
 			return start; /* replay from start */
@@ -412,6 +437,10 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	/* a shared store's superblock, guessed as env has it (window.c
 	 * invariant 6): read with the ops' first reads, checked after them */
 	int guess = e->eng->shared && e->super_guess;
+	/* and its other reads guessed from the last commit, checked with the
+	 * changes (engine.h: KV_TXN_GUESS): a flat try only, as one op's
+	 * failure there (perhaps a wrong guess's) stops the whole try */
+	unsigned flags = e->eng->shared && b->flat && !b->unguessed ? KV_TXN_GUESS : 0;
 	enum stop_reason why;
 	struct kv_op *stop, *op;
 	kv_etxn *parent;
@@ -419,7 +448,8 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
 	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
-	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, 0, &parent), "begin batch");
+	b->wb_bytes = e->wb_bytes;
+	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, flags, &parent), "begin batch");
 	if (rc == 0 && e->eng->shared &&
 	    (rc = guess ? kv_super_lock(e, parent) : kv_super_reload(e, parent)) != 0)
 		e->eng->txn_abort(e, parent);
@@ -433,16 +463,20 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	}
 	e->w_txn = parent;
 	stop = apply_ops(e, parent, start, b->flat, &why);
+	if (flags && why == STOP_FAILED) {
+		/* an op failed on what may have been a wrong guess: the try
+		 * again, reading, before its failure counts */
+		e->eng->txn_abort(e, parent);
+		e->w_txn = NULL;
+		b->unguessed = 1;
+		return try_again(e, start, b->wb_bytes);
+	}
 	if (guess && kv_super_check(e, parent) != 1) {
 		/* it moved, or the ops stored it, or it could not be read: all
 		 * of it again, the superblock read first; nothing was told */
 		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
-		e->super_guess = 0;
-		e->next_ino = e->super.next_ino; /* what the try took goes with it */
-		for (op = start; op; op = op->next)
-			op->rc = 0;
-		return start;
+		return try_again(e, start, b->wb_bytes);
 	}
 	if (b->flat && why != STOP_NONE) {
 		e->eng->txn_abort(e, parent);

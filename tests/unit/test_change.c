@@ -5,8 +5,9 @@
  * own, and a writer reads the inode counter another mount moved before it
  * allocates; and a window whose commit a shared store lost (its server
  * went away) after its changes were told: the mount goes on, and reports
- * the loss to the fsyncs that would claim it. The store here is LMDB's
- * engine marked shared, its messages caught instead of sent.
+ * the loss to the fsyncs that would claim it; and a batch tried on guessed
+ * reads that the store finds wrong runs again reading. The store here is
+ * LMDB's engine marked shared, its messages caught instead of sent.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -430,6 +431,81 @@ static void recent_inodes(void **state)
 	tu_image_free(&a);
 }
 
+static kv_etxn *guessed_txn; /* the last top-level txn begun with KV_TXN_GUESS */
+static unsigned begin_flags[8];
+static int nbegins, guess_wrong;
+
+static int begin_noting(kv_env *e, kv_etxn *parent, unsigned flags, kv_etxn **out)
+{
+	int rc = kv_engine_lmdb.txn_begin(e, parent, flags, out);
+
+	if (!parent && !(flags & KV_TXN_RDONLY) && !rc) {
+		if (nbegins < 8)
+			begin_flags[nbegins++] = flags;
+		guessed_txn = flags & KV_TXN_GUESS ? *out : NULL;
+	}
+	return rc;
+}
+
+/* As the server answers a guess another mount made wrong: nothing done. */
+static int commit_guess_wrong(kv_env *e, kv_etxn *x)
+{
+	if (guess_wrong && x == guessed_txn) {
+		guess_wrong = 0;
+		kv_engine_lmdb.txn_abort(e, x);
+		return KV_EGUESS;
+	}
+	return kv_engine_lmdb.txn_commit(e, x);
+}
+
+/* writer.c: a batch on a shared store tries on guesses (KV_TXN_GUESS);
+ * when the commit says one was wrong, the batch runs again reading, told
+ * only then, and the inode numbers the lost try took are given again; an
+ * op that fails on a try on guesses (perhaps a wrong guess's doing) fails
+ * only once a try that reads says so too. */
+static void guess_replayed(void **state)
+{
+	struct kv_open_opts full = {.durability = KV_DURABLE_FULL};
+	struct tu_image a;
+	struct kv_inode in;
+	struct kv_dirent de;
+	uint64_t one, two, ino;
+	kv_txn *t;
+
+	(void)state;
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &full), 0);
+	make_shared(a.env);
+	shared_lmdb.txn_begin = begin_noting;
+	shared_lmdb.txn_commit = commit_guess_wrong;
+	nbegins = 0;
+	guess_wrong = 1;
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
+	assert_int_equal(guess_wrong, 0); /* the try on guesses was lost */
+	assert_int_equal(nbegins, 2);
+	assert_true(begin_flags[0] & KV_TXN_GUESS);
+	assert_false(begin_flags[1] & KV_TXN_GUESS);
+	assert_int_equal(kv_read_begin(a.env, &t), 0);
+	assert_int_equal(kv_dirent_lookup(t, KV_ROOT_INO, "one", 3, &de), 0);
+	assert_int_equal(de.ino, one);
+	kv_read_end(t);
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "two", 0100644, &two), 0);
+	assert_int_equal(two, one + 1); /* the lost try's number given again */
+	assert_int_equal(begin_flags[2] & KV_TXN_GUESS, KV_TXN_GUESS); /* a new batch guesses */
+	/* an op that fails on a try on guesses, tried again reading */
+	nbegins = 0;
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &ino), -EEXIST);
+	assert_true(nbegins >= 2);
+	assert_true(begin_flags[0] & KV_TXN_GUESS);
+	assert_false(begin_flags[1] & KV_TXN_GUESS);
+	assert_int_equal(kv_read_begin(a.env, &t), 0);
+	assert_int_equal(kv_dirent_lookup(t, KV_ROOT_INO, "one", 3, &de), 0);
+	assert_int_equal(de.ino, one); /* not replaced */
+	assert_int_equal(kv_inode_get(t, one, &in), 0);
+	kv_read_end(t);
+	tu_image_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,6 +515,7 @@ int main(void)
 		cmocka_unit_test(counter_reloaded),
 		cmocka_unit_test(lost_window),
 		cmocka_unit_test(recent_inodes),
+		cmocka_unit_test(guess_replayed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

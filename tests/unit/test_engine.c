@@ -1594,6 +1594,116 @@ static void pg_child_failure(void **state)
 	free(big.data);
 }
 
+/* A write transaction that may guess (KV_TXN_GUESS). */
+static kv_etxn *gbegin(kv_env *e)
+{
+	kv_etxn *x;
+
+	assert_int_equal(ENG->txn_begin(e, NULL, KV_TXN_GUESS, &x), 0);
+	open_top.e = e;
+	open_top.x = x;
+	return x;
+}
+
+/* Another writer's change of the test's store, behind the env's back. */
+static void behind(const struct fix *f, const char *fmt, const char *a, const char *b)
+{
+	const char *schema = strstr(f->where, "%3D") + 3;
+	char sql[512], stmt[256];
+
+	snprintf(stmt, sizeof(stmt), fmt, a, b);
+	snprintf(sql, sizeof(sql), "SET search_path = %s; %s", schema, stmt);
+	pg_admin(sql);
+}
+
+/* kv/pg_guess.c: a transaction that may guess answers reads from what the
+ * env's last commits and its readers found, without the server; a guess
+ * another writer made wrong fails the commit (KV_EGUESS), with nothing of
+ * the transaction done, whichever way it was relied on (a read alone, a
+ * put over it, a put where it said nothing was, a del); the next try reads
+ * the server. */
+static void pg_guesses(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	kv_etxn *x, *r = NULL;
+	kv_val k, v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("g1"), K("one"));
+	put_ok(e, x, KV_DB_INODE, K("g2"), K("two"));
+	put_ok(e, x, KV_DB_DIRENT, K("d1"), K("dee"));
+	commit_ok(e, x);
+	/* right guesses: a put over one, and a read */
+	x = gbegin(e);
+	get_is(e, x, KV_DB_INODE, K("g1"), "one");
+	put_ok(e, x, KV_DB_INODE, K("g1"), K("uno"));
+	get_is(e, x, KV_DB_INODE, K("g2"), "two");
+	commit_ok(e, x);
+	/* a read alone, wrong: the change made on it does not stay */
+	behind(f, "UPDATE kvfs_inode SET v = '%s' WHERE k = '%s'", "zwei", "g2");
+	x = gbegin(e);
+	get_is(e, x, KV_DB_INODE, K("g2"), "two"); /* the guess: no server asked */
+	put_ok(e, x, KV_DB_INODE, K("g3"), K("three"));
+	assert_int_equal(wcommit(e, x), KV_EGUESS);
+	x = gbegin(e); /* a failure forgets every guess: these are read */
+	get_is(e, x, KV_DB_INODE, K("g2"), "zwei");
+	k = K("g3");
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), KV_ENOTFOUND);
+	get_is(e, x, KV_DB_INODE, K("g1"), "uno");
+	commit_ok(e, x);
+	/* a put over a wrong guess (S_SWAP) */
+	behind(f, "UPDATE kvfs_inode SET v = '%s' WHERE k = '%s'", "eins", "g1");
+	x = gbegin(e);
+	get_is(e, x, KV_DB_INODE, K("g1"), "uno");
+	put_ok(e, x, KV_DB_INODE, K("g1"), K("mine"));
+	assert_int_equal(wcommit(e, x), KV_EGUESS);
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, K("g1"), "eins");
+	commit_ok(e, x);
+	/* a reader found no record; another writer made one: a put where the
+	 * guess said nothing was (S_INSERT) */
+	assert_int_equal(ENG->read_begin(e, &r), 0);
+	k = K("g4");
+	assert_int_equal(ENG->get(e, r, KV_DB_INODE, &k, &v), KV_ENOTFOUND);
+	ENG->read_end(e, r);
+	behind(f, "INSERT INTO kvfs_inode VALUES ('%s', '%s')", "g4", "vier");
+	x = gbegin(e);
+	k = K("g4");
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), KV_ENOTFOUND);
+	put_ok(e, x, KV_DB_INODE, K("g4"), K("mine"));
+	assert_int_equal(wcommit(e, x), KV_EGUESS);
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, K("g4"), "vier");
+	get_is(e, x, KV_DB_DIRENT, K("d1"), "dee");
+	commit_ok(e, x);
+	/* a del of a wrong guess (S_DELSAME) */
+	behind(f, "UPDATE kvfs_dirent SET v = '%s' WHERE k = '%s'", "dah", "d1");
+	x = gbegin(e);
+	k = K("d1");
+	assert_int_equal(ENG->del(e, x, KV_DB_DIRENT, &k), 0);
+	assert_int_equal(wcommit(e, x), KV_EGUESS);
+	/* without the flag nothing is guessed */
+	behind(f, "UPDATE kvfs_dirent SET v = '%s' WHERE k = '%s'", "doh", "d1");
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_DIRENT, K("d1"), "doh");
+	get_is(e, x, KV_DB_INODE, K("g4"), "vier");
+	commit_ok(e, x);
+	/* right guesses of every kind commit, and hold what they wrote */
+	x = gbegin(e);
+	get_is(e, x, KV_DB_DIRENT, K("d1"), "doh");
+	k = K("d1");
+	assert_int_equal(ENG->del(e, x, KV_DB_DIRENT, &k), 0);
+	get_is(e, x, KV_DB_INODE, K("g4"), "vier");
+	put_ok(e, x, KV_DB_INODE, K("g4"), K("four"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &r), 0);
+	get_is(e, r, KV_DB_INODE, K("g4"), "four");
+	k = K("d1");
+	assert_int_equal(ENG->get(e, r, KV_DB_DIRENT, &k, &v), KV_ENOTFOUND);
+	ENG->read_free(e, r);
+}
+
 /* Signal the server processes of kvfs's connections. */
 static void pg_signal(int sig)
 {
@@ -1695,6 +1805,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest pg_only[] = {
 		cmocka_unit_test_setup_teardown(pg_lost_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(pg_child_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(pg_guesses, setup, teardown),
 		cmocka_unit_test_setup_teardown(pg_stopped_server, setup, teardown),
 		cmocka_unit_test(pg_messages),
 	};
