@@ -122,76 +122,6 @@ static unsigned pg_serial(struct pg_conn *c)
 	return c->serial;
 }
 
-/* ------------------------------------------------------------- guesses -- */
-
-/* A guess of key k of db (pg_guess.c), made what the top level knows, its
- * check owed: it goes with the key's first change (S_SWAP, S_INSERT,
- * S_DELSAME), or alone before the commit or a child's SAVEPOINT (a child's
- * abort would undo the check with the change; children guess nothing);
- * NULL when there is none. */
-static struct pg_centry *pg_guessed(struct pg_conn *c, int depth, enum kv_db db,
-				    const kv_val *k)
-{
-	unsigned char buf[PG_GUESS_VBUF];
-	size_t len = 0;
-	struct pg_centry *ce;
-	int st = pg_guess_find(c->pe, db, k->data, k->size, buf, &len);
-
-	if (st == PC_DEAD)
-		return NULL;
-	ce = pg_cache_set(c, depth, db, k->data, k->size, st, buf, len, 1);
-	if (ce)
-		ce->owed = 1;
-	return ce; /* NULL: no room to keep it, the server is asked */
-}
-
-/* Send the check entry ce owes, as level depth. */
-static int pg_owed_send(struct pg_conn *c, int depth, struct pg_centry *ce)
-{
-	kv_val k = {ce->klen, ce->key}, v = {ce->vlen, (void *)ce->val};
-
-	ce->owed = 0;
-	return pg_send_stmt(c, depth, ce->db, ce->state == PC_VAL ? S_SAME : S_ABSENT, &k, &v, 0,
-			    0);
-}
-
-int pg_owed_key(struct pg_conn *c, int depth, enum kv_db db, const void *k, size_t klen)
-{
-	struct pg_centry *ce = c->guessing ? pg_cache_find(c, db, k, klen) : NULL;
-
-	return ce && ce->owed ? pg_owed_send(c, depth, ce) : 0;
-}
-
-/* Every check still owed, sent as level depth (before its commit, or a
- * child's SAVEPOINT). Gathered first: a send may read results (a full
- * pipeline), and a prefetch's result may drop entries from the lists. */
-static int pg_owed_all(struct pg_conn *c, int depth)
-{
-	struct pg_centry **owed;
-	size_t n = 0, i = 0;
-	int rc = 0;
-
-	if (!c->guessing)
-		return 0;
-	for (int d = 0; d <= depth; d++)
-		for (struct pg_centry *ce = c->cache.lvl[d]; ce; ce = ce->lnext)
-			n += ce->owed;
-	if (!n)
-		return 0;
-	owed = malloc(n * sizeof(*owed));
-	if (!owed)
-		return ENOMEM;
-	for (int d = 0; d <= depth; d++)
-		for (struct pg_centry *ce = c->cache.lvl[d]; ce; ce = ce->lnext)
-			if (ce->owed)
-				owed[i++] = ce;
-	for (i = 0; i < n && !rc; i++) /* entries stay in the arena (pg_cache.c) */
-		if (owed[i]->owed)
-			rc = pg_owed_send(c, depth, owed[i]);
-	free(owed);
-	return rc;
-}
-
 /* -------------------------------------------------------- transactions -- */
 
 /* The top level ended: what it handed out goes (invariant 2), and what it
@@ -324,16 +254,6 @@ static int pg_child_commit(kv_etxn *x)
 	rc = pg_send_cmd(c, c->open[d - 1], C_RELEASE + d, NULL, 0); /* the parent's now */
 	free(x);
 	return rc;
-}
-
-/* Whether a guess's check is still owed (the top level's). */
-static int pg_owes(struct pg_conn *c)
-{
-	if (c->guessing)
-		for (struct pg_centry *ce = c->cache.lvl[0]; ce; ce = ce->lnext)
-			if (ce->owed)
-				return 1;
-	return 0;
 }
 
 static int pg_commit_top(kv_etxn *x)

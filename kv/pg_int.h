@@ -287,9 +287,16 @@ int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int 
 int pg_prelude(struct pg_conn *c, int depth);
 int pg_hold(struct pg_conn *c, PGresult *r);
 
-/* pg.c: before a change of key k of db that does not check a guess itself,
- * the check the key owes (pg_guess.c), sent as level depth. */
+/* pg_guess.c: a guess of key k of db made what c's top level knows, its
+ * check owed (sent with the key's first change, or by pg_owed_all); NULL:
+ * none. */
+struct pg_centry *pg_guessed(struct pg_conn *c, int depth, enum kv_db db, const kv_val *k);
+/* Before a change of key k of db that does not check a guess itself, the
+ * check the key owes, sent as level depth. */
 int pg_owed_key(struct pg_conn *c, int depth, enum kv_db db, const void *k, size_t klen);
+/* Every check still owed, sent as level depth; whether one is owed. */
+int pg_owed_all(struct pg_conn *c, int depth);
+int pg_owes(struct pg_conn *c);
 
 /* pg_cursor.c: the engine's cursor calls; pg_touch, a change of key k of db
  * in c's transaction (pg.c invariant 4); pg_cursors_end, the top level
