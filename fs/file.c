@@ -64,22 +64,27 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	(void)ino;
-	if (kv_is_shared(fs.env)) {
+	if (kv_is_shared(fs.env) && fs.cfg.window_ms) {
 		/* close-to-open across mounts, as NFS: when close(2) returns,
 		 * what was written is committed and the other mounts told (the
 		 * window commits now; its times too); and, as NFS's close, it
 		 * fails when the store lost changes acknowledged while the file
-		 * was open (its server went away: kv_lost_check) */
+		 * was open (its server went away: kv_lost_check). Without a
+		 * window (a shared store's default) nothing waits for a close:
+		 * each change, times through an open file too
+		 * (setattr_lazily), was committed before it was answered, and
+		 * only a window's commit can lose what was acknowledged. */
 		fs_pending_settle(0);
 		rc = fs_settle();
 		fuse_reply_err(req, -(rc ? rc : kv_lost_check(fs.env, fi->fh, 0)));
 		return;
 	}
-	/* Nothing to do: every write was committed before it was answered, and
-	 * the kernel (since Linux 5.14) writes back its dirty pages, and
+	/* Nothing to do: every write was committed before it was answered (or
+	 * applied in the window, which commits by itself), and the kernel
+	 * (since Linux 5.14) writes back its dirty pages and their times, and
 	 * reports their errors, on close before it would send FLUSH. ENOSYS
 	 * makes it stop sending FLUSH: one round trip less per close (bench:
-	 * small-file create and read). */
+	 * small-file create and read; on a shared store, bench/pg_two.sh). */
 	fuse_reply_err(req, ENOSYS);
 }
 

@@ -492,7 +492,11 @@ static int setattr_lazily(uint64_t ino, const struct stat *at, int to_set, int o
 	 * alone must not store a queued update's mtime back to the old one */
 	if (fs_attr_get(ino, out))
 		return 0;
-	if (!S_ISREG(out->mode) || (!open_file && out->nlink != 0))
+	/* a shared store without a window commits nothing at close (file.c,
+	 * fs_op_flush): there the times a close writes back are committed
+	 * before they are answered, for the other mounts */
+	if (!S_ISREG(out->mode) ||
+	    (out->nlink != 0 && (!open_file || kv_is_shared(fs.env))))
 		return 0;
 	out->inline_len = 0;
 	set_times(out, at, to_set, fs_now_ns());

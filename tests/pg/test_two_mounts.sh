@@ -7,7 +7,8 @@
 # an xattr, a capability where none was known, a mkdir and rmdir, a chmod of
 # a directory the other had just changed), names it had looked up,
 # attributes it kept and pages it had read included; close-to-open holds
-# (a file closed on one reads whole on the other at once); creates from
+# (a file closed on one reads whole on the other at once, its mtime
+# committed by then); creates from
 # both into one directory at once never collide or lose a name, nor beside
 # a third mount that commits each change before it answers (window=0); an
 # idle mount holds no lock of the other's writers; fsck -n and kvfs-dump
@@ -198,6 +199,19 @@ within "no writers' lock held while idle" no_lock
 : > "$A/after-idle"
 within "a write after the other was idle" test -e "$B/after-idle"
 fusermount3 -u "$B"
+# the mtime a close writes back (-o writeback: the kernel keeps a file's
+# times) is committed when close(2) returns, as is all else (a mount
+# without a window commits nothing at close, and is not asked to): a mount
+# killed at once leaves it in the database
+"$KVFS_BIN" "$IMG" "$C" -o writeback || { echo "FAIL: a mount with -o writeback"; exit 1; }
+pid_c=$(pgrep -f -- " $C( |\$)" | head -1)
+touch -d "2001-02-03 04:05:06" "$C/h"
+echo more >> "$C/h"
+kill -9 "$pid_c"
+m=$("$DUMP_BIN" "$IMG" inode /h | awk '$1 == "mtime:" {print $NF}')
+fusermount3 -u "$C"
+expect "the mtime written back at close, committed by then ($m)" \
+	[ -n "$m" -a "$m" != "(981173106.000000000)" ]
 kvfs_umount
 expect "fsck after both unmounted" "$FSCK_BIN" -n "$IMG"
 kvfs_results
