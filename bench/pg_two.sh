@@ -8,7 +8,11 @@
 # off), makes a filesystem on it, mounts it at A and at B (durability
 # fsync, the default), and runs bench/fsops phases, each on fresh files:
 #
-#   create, 1 process       FILES files (open O_CREAT, SIZE bytes, close) on A
+#   create, 1 process, no   FILES files (open O_CREAT, SIZE bytes, close) on
+#     other mount             A, before B is mounted: A sends no notices (300
+#                             made first, not timed: its connections warm)
+#   create, 1 process, the  the same with B mounted: each commit of A
+#     other mounted           notifies B, whose kernel drops what it cached
 #   create, 2 processes,    FILES each at once: on one mount, both on A; on
 #     separate dirs         two mounts, one on A and one on B, a directory each
 #   create, 2 processes,    the same into one directory
@@ -17,9 +21,9 @@
 #   stat, 2 processes       caches dropped first (root), one or two at once
 #
 # and prints a Markdown table of files/s (the total of the processes; the
-# median of RUNS runs, each on a new filesystem). Needs /dev/fuse and the
-# server's binaries (exits 77 without them); root to drop caches (else the
-# stat rows say "warm"). BUILD_DIR holds kvfs, mkfs.kvfs and fsops (default
+# median of RUNS runs, each on a new filesystem, and their range). Needs
+# /dev/fuse and the server's binaries (exits 77 without them); root to drop
+# caches (else the stat rows say "warm"). BUILD_DIR holds kvfs, mkfs.kvfs and fsops (default
 # build-bench/, as bench/run builds it, else build/). OPTS: kvfs's -o
 # options for both mounts (window=5, say).
 set -euo pipefail
@@ -76,9 +80,12 @@ wait_mounted() {
 	return 1
 }
 
-mount_both() {
+mount_a() {
 	"$MKFS" -q -f "$URL" >/dev/null
 	"$KVFS" "$URL" "$A" ${OPTS:+-o "$OPTS"} && wait_mounted "$A"
+}
+
+mount_b() {
 	"$KVFS" "$URL" "$B" ${OPTS:+-o "$OPTS"} && wait_mounted "$B"
 }
 
@@ -131,7 +138,13 @@ dirs() {
 }
 
 one_run() {
-	mount_both
+	mount_a
+	mkdir "$A/c0" "$A/warm"
+	# the steady state, as the rows after it: the mount's connections
+	# have prepared their statements, the server has the tables cached
+	"$FSOPS" creates "$A/warm" 0 300 "$SIZE" >/dev/null
+	add c0 one "$(rate creates "$A/c0:0")"
+	mount_b
 	dirs
 	add c1 one "$(rate creates "$A/c1:0")"
 	add c2 one "$(rate creates "$A/c2a:0" "$A/c2b:0")"
@@ -147,10 +160,12 @@ one_run() {
 	umount_both
 }
 
+# the median of a cell's runs, then their range when there are several
 med() {
 	local v
 	v=$(tr ' ' '\n' <<<"${R[$1|$2]:-}" | sed '/^$/d' | sort -n |
-		awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }')
+		awk '{a[NR] = $1} END { if (!NR) print "-"; else if (NR == 1) print a[1];
+			else print a[int((NR + 1) / 2)] " (" a[1] "-" a[NR] ")" }')
 	[ "$v" = - ] && { echo -; return; }
 	sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$v" # thousands apart, as bench/run prints them
 }
@@ -162,12 +177,14 @@ done
 
 warm=""
 [ $COLD -eq 1 ] || warm=" (warm: caches could not be dropped)"
-echo "Files/s, the total of the processes (median of $RUNS runs; $FILES files each of $SIZE bytes;"
-echo "one PostgreSQL cluster on a Unix socket, fsync off; mount options: ${OPTS:-none})."
+echo "Files/s, the total of the processes: the median of $RUNS runs (their range); $FILES files"
+echo "each of $SIZE bytes; one PostgreSQL cluster on a Unix socket, fsync off; mount options:"
+echo "${OPTS:-none}."
 echo
 echo "| job | one mount | two mounts |"
 echo "|---|---:|---:|"
-echo "| create, 1 process | $(med c1 one) | - |"
+echo "| create, 1 process, no other mount | $(med c0 one) | - |"
+echo "| create, 1 process, the other mounted | $(med c1 one) | - |"
 echo "| create, 2 processes, a directory each | $(med c2 one) | $(med c2 two) |"
 echo "| create, 2 processes, one directory | $(med c3 one) | $(med c3 two) |"
 echo "| stat (cold dcache$warm), 1 process | $(med s1 one) | - |"
