@@ -95,11 +95,19 @@ int pg_lost_pq(struct pg_conn *c)
 }
 
 /* Server notices (a ROLLBACK outside a transaction warns): not for kvfs's
- * users; errors reach us as results. */
-static void pg_notice(void *arg, const char *msg)
+ * users; errors reach us as results. But a FATAL while idle (a restart, an
+ * administrator ending the backend) comes as a notice, before the end of
+ * the stream that may follow only later: the connection is as good as
+ * lost, and pg_alive must not take it for alive meanwhile. */
+static void pg_notice(void *arg, const PGresult *r)
 {
-	(void)arg;
-	(void)msg;
+	struct pg_conn *c = arg;
+	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+	if (sev && (!strcmp(sev, "FATAL") || !strcmp(sev, "PANIC"))) {
+		c->closing = 1;
+		first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
+	}
 }
 
 int pg_push(struct pg_conn *c, unsigned id, int prep, int sync, int want)
@@ -453,7 +461,7 @@ int pg_connect(struct pg_env *pe, int writer, struct pg_conn **out, char *err, s
 		pg_conn_free(c);
 		return EIO;
 	}
-	PQsetNoticeProcessor(c->pq, pg_notice, NULL);
+	PQsetNoticeReceiver(c->pq, pg_notice, c);
 	rc = pg_setup(c);
 	if (rc) {
 		kv_seterr(err, errlen, "'%s': %s", pe->disp,
@@ -485,7 +493,7 @@ static int pg_reset(struct pg_conn *c)
 	PQreset(c->pq);
 	if (PQstatus(c->pq) != CONNECTION_OK)
 		return EIO;
-	c->broken = 0;
+	c->broken = c->closing = 0;
 	c->pend_at = c->pend_n = 0;
 	c->unsynced = 0;
 	memset(c->prepared, 0, sizeof(c->prepared));
@@ -506,8 +514,8 @@ static int pg_reset(struct pg_conn *c)
 int pg_alive(struct pg_conn *c)
 {
 	/* A server that closed the connection meanwhile (a restart, an
-	 * administrator) left a FATAL message, then the end of the stream:
-	 * the second read finds it. */
+	 * administrator) left a FATAL message, then the end of the stream
+	 * (the second read finds it, if it came yet: the FATAL is enough). */
 	for (int i = 0; i < 4 && !c->broken; i++) {
 		struct pollfd p = {.fd = PQsocket(c->pq), .events = POLLIN};
 
@@ -517,6 +525,8 @@ int pg_alive(struct pg_conn *c)
 			break;
 		else if (!PQconsumeInput(c->pq))
 			pg_lost_pq(c);
+		else if (c->closing)
+			pg_lost(c, c->last_err);
 	}
 	return c->broken ? pg_reset(c) : 0;
 }

@@ -81,6 +81,7 @@ struct pg_conn {
 	int writer;               /* the env's writer: synchronous_commit by durability */
 	int guessing;             /* its top level may answer reads from guesses (pg_guess.c) */
 	int broken;               /* lost: every call fails with EIO until a reset */
+	int closing;              /* the server said FATAL while idle: the end follows */
 	unsigned wait_ms;         /* how long one call waits for the server */
 	/* bit s of slot i: statement s of map i prepared; slots past KV_NDB:
 	 * pg.c's commands (statement i * S_N + s less the maps') */
