@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_tools.sh - the tools on a postgresql:// image: mkfs.kvfs makes it,
 # refuses to replace it without -f and while it is mounted anywhere; -d
-# copies a tree in and kvfs-dump export gives it back; kvfs-dump backup
+# copies a tree in and kvfs-dump export and tree give it back; kvfs-dump backup
 # names the database's own tools; kvfs-tune and fsck.kvfs work on it, and
 # the tools that change it wait for no mount but are refused while one is
 # there (fsck -n and kvfs-dump read it meanwhile). A database without a
@@ -33,9 +33,15 @@ mkdir -p "$T/src/sub"
 head -c 300000 /dev/urandom > "$T/src/big"
 echo small > "$T/src/sub/small"
 ln -s big "$T/src/link"
+# names of many lengths, more than a fetch of the server's rows: kvfs-dump
+# tree keeps each while it walks on
+mkdir "$T/src/many"
+for i in $(seq 1 300); do : >"$T/src/many/n$i$(printf "%$((i % 50))s" | tr ' ' x)"; done
 expect "mkfs -f -d" "$MKFS_BIN" -q -f -d "$T/src" "$IMG"
 expect "export" "$DUMP_BIN" "$IMG" export "$T/out"
 expect "the tree back" diff -r "$T/src" "$T/out"
+tree_names() { "$DUMP_BIN" "$IMG" tree /many | tail -n +2 | awk '{print $NF}'; }
+expect "kvfs-dump tree: every name, in order" diff <(tree_names) <(LC_ALL=C ls "$T/src/many")
 fails "backup" 8 "pg_dump" "$DUMP_BIN" "$IMG" backup "$T/copy"
 expect "tune -L" "$TUNE_BIN" -L first "$IMG"
 expect "the label" sh -c "'$DUMP_BIN' '$IMG' summary | grep -q \"label: *'first'\""

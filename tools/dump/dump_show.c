@@ -48,7 +48,8 @@
 /* ---------------------------------------------------------------- tree -- */
 
 struct child {
-	const char *name; /* into the map */
+	const char *name; /* into its list's names, once all are read */
+	size_t off;       /* there */
 	uint8_t len;
 	uint64_t ino;
 };
@@ -61,29 +62,42 @@ static int child_cmp(const void *a, const void *b)
 	return c ? c : (int)x->len - (int)y->len;
 }
 
+/* The names are copied: a walk's values do not outlive its next step on
+ * an engine that reads them from a server (engine.h, cur_forget). */
 struct child_list {
 	struct child *v;
 	size_t n, cap;
+	char *names;
+	size_t used, names_cap;
 };
 
 static int add_child(void *arg, const struct kv_dirent *de)
 {
 	struct child_list *l = arg;
 	struct child *v = array_reserve(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
+	char *names;
 
 	if (!v)
 		return -ENOMEM;
 	l->v = v;
-	l->v[l->n++] = (struct child){de->name, de->namelen, de->ino};
+	names = array_reserve(l->names, &l->names_cap, l->used + de->namelen, 1, 4096);
+	if (!names)
+		return -ENOMEM;
+	l->names = names;
+	memcpy(names + l->used, de->name, de->namelen);
+	l->v[l->n++] = (struct child){.off = l->used, .len = de->namelen, .ino = de->ino};
+	l->used += de->namelen;
 	return 0;
 }
 
-/* The entries of directory ino, sorted by name (l->v is malloc'd); on an
- * error, those read before it. */
+/* The entries of directory ino, sorted by name (l->v and l->names are
+ * malloc'd); on an error, those read before it. */
 static int list_dir(struct dump *d, uint64_t ino, struct child_list *l)
 {
 	int rc = dump_dir_each(d, ino, add_child, l);
 
+	for (size_t i = 0; i < l->n; i++)
+		l->v[i].name = l->names + l->v[i].off;
 	if (l->n)
 		qsort(l->v, l->n, sizeof(*l->v), child_cmp);
 	return rc;
@@ -158,6 +172,7 @@ static void tree_dir(struct dump *d, struct inomap *onpath, uint64_t ino, int de
 			tree_dir(d, onpath, in.ino, depth + 1);
 	}
 	free(l.v);
+	free(l.names);
 	/* the map may have grown: look the entry up again */
 	e = inomap_get(onpath, ino, 0);
 	if (e)
@@ -192,7 +207,8 @@ int dump_tree(struct dump *d, const struct dump_args *a)
 struct name_of {
 	uint64_t ino;
 	int found;
-	struct kv_dirent de;
+	uint8_t len;
+	char name[UINT8_MAX]; /* copied: the walk's values end with it */
 };
 
 static int find_name(void *arg, const struct kv_dirent *de)
@@ -202,7 +218,8 @@ static int find_name(void *arg, const struct kv_dirent *de)
 	if (de->ino != f->ino)
 		return 0;
 	f->found = 1;
-	f->de = *de;
+	f->len = de->namelen;
+	memcpy(f->name, de->name, de->namelen);
 	return 1;
 }
 
@@ -232,7 +249,7 @@ static void put_dir_path(struct dump *d, uint64_t dir)
 		dump_dir_each(d, parent[n], find_name, &f);
 		putchar('/');
 		if (f.found)
-			cli_put_escaped(stdout, f.de.name, f.de.namelen);
+			cli_put_escaped(stdout, f.name, f.len);
 		else
 			printf("?%llu", (unsigned long long)chain[n]);
 	}
