@@ -64,6 +64,12 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	(void)ino;
+	if (kv_is_shared(fs.env) && fs.cfg.window_ms && kv_is_alone(fs.env)) {
+		/* no other mount can open the store before the window is
+		 * committed (kv/window.c invariant 7): only the loss to report */
+		fuse_reply_err(req, -kv_lost_check(fs.env, fi->fh, 0));
+		return;
+	}
 	if (kv_is_shared(fs.env) && fs.cfg.window_ms) {
 		/* close-to-open across mounts, as NFS: when close(2) returns,
 		 * what was written is committed and the other mounts told (the
@@ -80,7 +86,8 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Nothing to do: every write was committed before it was answered (or
-	 * applied in the window, which commits by itself), and the kernel
+	 * applied in the window, which commits by itself; on a shared store a
+	 * window of a mount alone, alone_window_ms), and the kernel
 	 * (since Linux 5.14) writes back its dirty pages and their times, and
 	 * reports their errors, on close before it would send FLUSH. ENOSYS
 	 * makes it stop sending FLUSH: one round trip less per close (bench:

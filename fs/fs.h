@@ -37,6 +37,8 @@ struct fs_config {
 	enum kv_durability durability;
 	unsigned commit_ms;     /* make commits durable this long after at most */
 	unsigned window_ms;     /* acknowledge on apply, commit within (kv/window.c) */
+	unsigned alone_window_ms; /* a shared store's: the same while the mount is its
+	                             only one (kv/window.c invariant 7) */
 	uint64_t max_size;
 	enum fs_atime atime;
 	double timeout;         /* entry and attribute cache, seconds */

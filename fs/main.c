@@ -134,6 +134,7 @@ static int open_store(void)
 		.max_size = fs.cfg.max_size,
 		.sync_interval_ms = fs.cfg.commit_ms,
 		.window_ms = fs.cfg.window_ms,
+		.alone_window_ms = fs.cfg.alone_window_ms,
 		.mount = 1,
 	};
 	char err[512];

@@ -177,8 +177,9 @@ static void usage(FILE *f)
 "                           daemon, not against an OS crash or power loss\n"
 "  -o window=MS           fsync and none modes: a change is acknowledged once\n"
 "                         applied, and committed within MS milliseconds\n"
-"                         (default 5, 0 on a postgresql:// image; 0: committed\n"
-"                         before it is acknowledged)\n"
+"                         (default 5; 0: committed before it is acknowledged;\n"
+"                         on a postgresql:// image the default is 5 while no\n"
+"                         other mount is there, else 0)\n"
 "  -o commit=SECONDS      fsync and none modes: make changes durable at most\n"
 "                         this long after they are made (default 5; 0: only\n"
 "                         on fsync)\n"
@@ -387,14 +388,19 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	 * come as notices (fs_watch_others) that a lost one must not outlast */
 	shared = kv_image_is_url(fs.cfg.image);
 	fs.cfg.timeout = c->timeout || (!fs.cfg.readonly && !shared) ? timeout : FS_RO_TIMEOUT;
-	/* on a server a change in the window costs a round trip (its child's
-	 * commit waits for the server) as a commit does, and close(2) commits
-	 * the window anyway (file.c): each change committed before it is told
-	 * is no slower there, and leaves nothing for the close to commit, no
-	 * reader waiting for the writer's role, no lock held for a window
-	 * (a create and close: 4 round trips instead of 5; bench/pg_two.sh) */
-	if (shared && !c->window)
+	/* with other mounts, a change in the window costs a round trip (its
+	 * child's commit waits for the server) as a commit does, and close(2)
+	 * commits the window anyway (file.c): each change committed before it
+	 * is told is no slower there, and leaves nothing for the close to
+	 * commit, no reader waiting for the writer's role, no lock held for a
+	 * window (a create and close: 4 round trips instead of 5). A mount
+	 * alone holds the store's lease and keeps the window as on an image
+	 * file: its changes wait for no server (kv/window.c invariant 7;
+	 * bench/pg_two.sh) */
+	if (shared && !c->window) {
 		fs.cfg.window_ms = 0;
+		fs.cfg.alone_window_ms = FS_WINDOW_MS;
+	}
 	fs.cfg.max_write = max_write;
 	fs.cfg.threads = threads;
 	/* off by default: with it the kernel drops a file's block count at

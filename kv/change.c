@@ -283,6 +283,11 @@ int kv_is_shared(kv_env *e)
 	return e->eng->shared;
 }
 
+int kv_is_alone(kv_env *e)
+{
+	return atomic_load(&e->alone);
+}
+
 int kv_watch(kv_env *e, kv_change_fn fn, void *arg)
 {
 	int rc;

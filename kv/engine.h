@@ -20,7 +20,10 @@
  *     errno with a message. A put's or cur_del's failure may show at a
  *     later call of the same transaction, at the latest at the commit of
  *     the child that made it (an engine that sends changes without waiting
- *     for their results), and never at another child's.
+ *     for their results), and never at another child's; except while the
+ *     env holds the store's lease (lease): a child's commit then waits for
+ *     nothing, and a failure may show at any later call of the transaction,
+ *     up to its commit, which then fails whole (as when the server is lost).
  *  3. A read transaction sees one snapshot, the state as of some commit at
  *     or after its begin, whatever commits meanwhile. A write transaction
  *     sees its own changes at once. Only one write transaction (with its
@@ -171,6 +174,15 @@ struct kv_engine {
 	 * the store is out of reach, not at all); off: stop, and return once
 	 * no delivery runs. */
 	int (*listen)(kv_env *e, int on);
+	/* Shared stores (the others: NULL), a mount's (kv_open_opts.mount): a
+	 * mount may hold the store alone, so that a window's uncommitted
+	 * changes hide from nobody. take 1 (no transaction open): 1 when it is
+	 * held, now or since before; 0 when another mount has the store open,
+	 * or asked for it lately. take 0: give it up (what it covered
+	 * committed first). A mount whose open finds it held asks for it and
+	 * waits until it is given up, within a bound: the holder hears the ask
+	 * on its listener's thread and calls kv_lease_asked. */
+	int (*lease)(kv_env *e, int take);
 	/* Shared stores: take the writers' lock in the top-level write
 	 * transaction x (its next statement waits for it), held to its end. */
 	int (*lock)(kv_env *e, kv_etxn *x);

@@ -210,9 +210,14 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->durability = o->durability;
 	e->max_size = o->max_size & ~4095ULL;
 	e->sync_interval_ms = o->sync_interval_ms;
-	if (!e->readonly && e->durability != KV_DURABLE_FULL)
-		e->window_ms = o->window_ms;
 	e->eng = kv_engine_for(path);
+	if (!e->readonly && e->durability != KV_DURABLE_FULL) {
+		e->window_ms = o->window_ms;
+		if (!e->window_ms && e->eng->lease && o->mount && o->alone_window_ms) {
+			e->window_ms = o->alone_window_ms;
+			e->win_alone = 1;
+		}
+	}
 	e->path = strdup(path);
 	rc = e->path ? e->eng->open(e, err, errlen) : -ENOMEM;
 	if (rc)

@@ -127,6 +127,9 @@ struct kv_open_opts {
 	                                  it is applied in the open window, and commit
 	                                  the window within this many ms (window.c);
 	                                  0: commit every batch before its ops are told */
+	unsigned alone_window_ms;      /* window_ms 0 on a store many mount: a window
+	                                  of this many ms while this mount is the
+	                                  store's only one (its lease, window.c) */
 	int mount;                     /* a mount among others of a store many mount (a
 	                                  postgresql:// URL: docs/SCALE.md). Any other
 	                                  read-write open (fsck's repairs, kvfs-tune) has
@@ -219,6 +222,9 @@ void kv_set_log(kv_log_fn fn);
 typedef void (*kv_change_fn)(void *arg, uint64_t ino, const char *name, size_t len);
 int kv_watch(kv_env *env, kv_change_fn fn, void *arg);
 int kv_is_shared(kv_env *env);
+/* A store many mount, held by this mount alone (its window's lease: no
+ * other mount can open it before what the window holds is committed). */
+int kv_is_alone(kv_env *env);
 /* A shared store whose server went away while changes it had acknowledged
  * waited for their commit lost them, and goes on (window.c). So that no
  * fsync claims them: take kv_lost_sample at an open (writing: for writing),

@@ -151,6 +151,10 @@ struct kv_env {
 	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
 	                             -errno, and the store takes no more changes */
 	int win_told;             /* the role's: an op applied in it was told */
+	int win_alone;            /* set at open: a window only while the store is this
+	                             mount's alone (engine.h: lease; window.c) */
+	atomic_int alone;         /* the role writes: W holds the store's lease */
+	atomic_int lease_asked;   /* another mount asked for the lease: give it up */
 	_Atomic uint64_t lost;    /* windows of told changes a shared store lost */
 	uint64_t *lost_ino;       /* q_lock: inodes they changed, each until an
 	                             fsync of it reports it (change.c) */
@@ -258,6 +262,9 @@ int kv_change_publish(kv_env *e, kv_etxn *x);
 /* A message from the engine's listener: to the watcher, unless our own.
  * -EINVAL for a message that is not one. */
 int kv_change_deliver(kv_env *e, const char *msg, size_t len);
+/* Another mount asked for the store's lease (engine.h: lease; from the
+ * engine's listener): the window commits and gives it up (window.c). */
+void kv_lease_asked(kv_env *e);
 
 /* Unwritten blocks (data.c). Before a commit of txn (the role): note the
  * count it holds when an op changed it; after that commit succeeded:

@@ -240,8 +240,11 @@ static int pg_child_commit(kv_etxn *x)
 	int d = x->depth, rc;
 
 	rc = pg_prelude(c, d);
-	if (!rc && c->deferred[d])
-		rc = pg_drain(c, NULL); /* its changes' results, so a failure is its own */
+	/* its changes' results, so that a failure is its own; but a mount
+	 * alone, whose window tells ops before their commit anyway, waits for
+	 * nothing here (engine.h, contract 2: a failure fails all it holds) */
+	if (!rc && c->deferred[d] && !c->pe->leased)
+		rc = pg_drain(c, NULL);
 	if (!rc && c->fail_depth <= d)
 		rc = c->fail_rc;
 	if (rc) {
@@ -704,6 +707,7 @@ static struct pg_env *pg_env_new(kv_env *e)
 static void pg_env_free(struct pg_env *pe)
 {
 	pg_conn_free(pe->w);
+	pg_conn_free(pe->hold);
 	while (pe->pool) {
 		struct pg_conn *c = pe->pool;
 
@@ -785,12 +789,20 @@ static int pg_open(kv_env *e, char *err, size_t errlen)
 		pg_conn_free(c);
 		goto free_pe;
 	}
+	/* a mount's share of the lease: a mount elsewhere that holds it alone
+	 * commits and gives it up first (pg_lease.c) */
+	if (e->mount && (rc = pg_lease_join(c, err, errlen)) != 0) {
+		pg_conn_free(c);
+		goto free_pe;
+	}
 	if (!e->readonly && (rc = pg_guess_init(pe)) != 0) {
 		kv_seterr(err, errlen, "'%s': %s", pe->disp, strerror(rc));
 		pg_conn_free(c);
 		goto free_pe;
 	}
-	if (e->readonly)
+	if (e->readonly && e->mount)
+		pe->hold = c; /* holds the lease shared */
+	else if (e->readonly)
 		pg_pool_put(pe, c); /* the first reader's */
 	else
 		pe->w = c;
@@ -947,6 +959,7 @@ const struct kv_engine kv_engine_pg = {
 	.publish = pg_publish,
 	.listen = pg_listen,
 	.lock = pg_lock,
+	.lease = pg_lease,
 	.any_thread = 1,
 	.map = 0,
 	.shared = 1,

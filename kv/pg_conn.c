@@ -507,6 +507,17 @@ static int pg_reset(struct pg_conn *c)
 		c->broken = 1;
 		return EIO;
 	}
+	/* the lease went with the old session (pg_lease.c invariant 3) */
+	if (c->writer && c->pe->e->mount) {
+		char err[256];
+
+		c->pe->leased = 0;
+		if (pg_lease_join(c, err, sizeof(err))) {
+			kv_log("postgresql %s: %s", c->pe->disp, err);
+			c->broken = 1;
+			return EIO;
+		}
+	}
 	kv_log("postgresql %s: connected again", c->pe->disp);
 	return 0;
 }

@@ -155,6 +155,14 @@ struct pg_env {
 	long long mount_key;      /* the lock a read-write open holds: shared by mounts,
 	                             whole by the tools that repair or tune */
 	int mount_held;           /* the writer's connection holds it */
+	/* a mount alone (pg_lease.c): the lease every mount holds shared, the
+	 * channel a mount that waits for it asks on */
+	long long lease_key;
+	char lease_chan[40];
+	struct pg_conn *hold;     /* a read-only mount's: holds it shared */
+	int leased;               /* the writer's role: the writer's connection holds
+	                             it whole (pg_lease) */
+	int64_t lease_at;         /* the writer's role: not tried before (ms) */
 	struct pg_listener *listener;
 	/* another mount was there (its lock seen, or a notice of its heard):
 	 * commits NOTIFY from then on (pg_listen.c invariant 3) */
@@ -222,6 +230,11 @@ int pg_listen(kv_env *e, int on);
  * daemon just unmounted lets go as its connection closes). 0, EBUSY with
  * a message in err, EIO. */
 int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen);
+/* pg_lease.c: a mount's share of the lease taken on c, waiting (bounded)
+ * for a mount that holds it whole to give it up; 0, EBUSY or EIO with a
+ * message. The engine's lease (engine.h). */
+int pg_lease_join(struct pg_conn *c, char *err, size_t errlen);
+int pg_lease(kv_env *e, int take);
 void pg_listen_free(struct pg_env *pe);
 
 /* pg_conn.c. Return 0, a positive errno value or a KV_E* code (engine.h

@@ -24,6 +24,9 @@
  *     later is heard within a delivery; until then its kernel caches
  *     nothing of what it was not told (it caches nothing for longer than
  *     its timeout).
+ *  4. A read-write mount's listener also LISTENs on the lease's channel
+ *     (pg_lease.c): an ask there goes to kv_lease_asked, and sets others
+ *     (the asker will be there once the lease is given up).
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,6 +58,8 @@ void pg_names(struct pg_env *pe, const char *schema)
 		 (long long)h);
 	snprintf(pe->chan, sizeof(pe->chan), "kvfs_%016llx", (unsigned long long)h);
 	pe->mount_key = (long long)(h ^ 0x6d6f756e74ULL); /* "mount" */
+	pe->lease_key = (long long)(h ^ 0x6c65617365ULL); /* "lease" */
+	snprintf(pe->lease_chan, sizeof(pe->lease_chan), "%s_lease", pe->chan);
 }
 
 int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen)
@@ -140,15 +145,16 @@ static int count_others(struct pg_listener *l, PGconn *pq)
 
 static PGconn *listen_connect(struct pg_listener *l)
 {
-	char sql[96];
+	struct pg_env *pe = l->pe;
+	char sql[160];
 	PGconn *pq = pg_pq_connect(l->pe);
 	PGresult *r;
 
 	if (!pq || PQstatus(pq) != CONNECTION_OK)
 		goto lost;
 	/* named, so that pg_stat_activity tells it from the other sessions */
-	snprintf(sql, sizeof(sql), "SET application_name = 'kvfs listener'; LISTEN %s",
-		 l->pe->chan);
+	snprintf(sql, sizeof(sql), "SET application_name = 'kvfs listener'; LISTEN %s; LISTEN %s",
+		 pe->chan, pe->e->readonly ? pe->chan : pe->lease_chan);
 	r = PQexec(pq, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		PQclear(r);
@@ -195,6 +201,14 @@ static void *listen_main(void *arg)
 			continue;
 		}
 		while ((n = PQnotifies(pq))) {
+			if (!strcmp(n->relname, l->pe->lease_chan)) {
+				/* a mount that opens asks for the lease (pg_lease.c):
+				 * it will be there once given, so commits notify */
+				atomic_store(&l->pe->others, 1);
+				kv_lease_asked(l->pe->e);
+				PQfreemem(n);
+				continue;
+			}
 			if (strncmp(n->extra, hello, KV_CHANGE_HEAD) != 0) { /* another mount's */
 				atomic_store(&l->pe->others, 1);
 				pg_guess_heard(l->pe); /* what it changed, guessed no more */

@@ -63,6 +63,15 @@
  *     op that ran on a guess (win_run) is run again when the guess was
  *     wrong, its first try rolled back with its child; so an inode number
  *     is never given twice, and no op misses a feature another mount set.
+ *  7. On a store many mount, a mount's window is told before its commit
+ *     only while the mount holds the store alone (engine.h: lease), which
+ *     it asks for at each W's begin: a W is leased or not from begin to
+ *     commit, and the lease is given up only between two, when another
+ *     mount asks (kv_lease_asked makes W commit first). A mount's default
+ *     window there (win_alone) is for that time only: not alone, ops run
+ *     as batches, told after their commit, as without a window; a window
+ *     the mount was given (-o window) stays, and close(2) commits it
+ *     (fs/file.c) while the mount is not alone.
  */
 #include <assert.h>
 #include <errno.h>
@@ -380,15 +389,47 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 
 /* -------------------------------------------------- the writer thread -- */
 
+void kv_lease_asked(kv_env *e)
+{
+	atomic_store(&e->lease_asked, 1);
+	if (!e->window_ms || !e->writer_running)
+		return; /* no window: no lease either (win_open takes it) */
+	pthread_mutex_lock(&e->q_lock);
+	e->win_commit = 1;
+	pthread_cond_signal(&e->q_cond);
+	pthread_mutex_unlock(&e->q_lock);
+}
+
+/* Invariant 7: the lease given up when asked for, taken when it can be.
+ * 0 when W is not to open: the store is not this mount's alone, and its
+ * window is only for then (win_alone). */
+static int win_lease(kv_env *e)
+{
+	int alone;
+
+	if (!e->eng->lease || !e->mount)
+		return 1;
+	if (atomic_exchange(&e->lease_asked, 0) && atomic_load(&e->alone)) {
+		atomic_store(&e->alone, 0);
+		e->eng->lease(e, 0);
+	}
+	alone = e->eng->lease(e, 1);
+	atomic_store(&e->alone, alone);
+	return alone || !e->win_alone;
+}
+
 /* Begin W (the writer thread, the role held, no transaction open): the map
  * grown first when W's room would be small; none when the room stays below
- * WIN_MIN_PAGES (batches meanwhile). */
+ * WIN_MIN_PAGES (batches meanwhile), nor while a shared store is not the
+ * mount's alone when its window is only for then (invariant 7). */
 static void win_open(kv_env *e)
 {
 	uint64_t room;
 	int mrc;
 
 	assert(kv_role_mine(e) && !e->win && !e->w_txn);
+	if (!win_lease(e))
+		return; /* not alone: batches, told after their commit */
 	room = kv_room_window(e, 2 * WIN_BYTES_MAX);
 	if (room / e->page_size < WIN_MIN_PAGES)
 		return; /* near full: batches, told after their commit */

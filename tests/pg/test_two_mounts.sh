@@ -214,4 +214,82 @@ expect "the mtime written back at close, committed by then ($m)" \
 	[ -n "$m" -a "$m" != "(981173106.000000000)" ]
 kvfs_umount
 expect "fsck after both unmounted" "$FSCK_BIN" -n "$IMG"
+
+# A mount alone holds the store's lease (kv/pg_lease.c) and keeps its
+# window as on an image file: with -o window=3000 a file closed there is
+# not committed yet, close(2) waits for no server. A mount that comes
+# meanwhile asks for the lease: the first commits at once and gives it up,
+# and the second, mounted, reads the file whole; from then on the first
+# commits at close again.
+# lease_key: the lease's advisory lock, as pg_locks shows it (classid objid)
+lease_key() {
+	local schema
+	schema=$(psql -XAt "$IMG" -c "SELECT current_schema()")
+	/usr/bin/python3 -c 'import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) & (2**64 - 1)
+k = h ^ 0x6c65617365
+print(k >> 32, k & 0xffffffff)' "$schema"
+}
+read -r LCLASS LOBJ <<<"$(lease_key)"
+lease_whole() {
+	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND classid = $LCLASS AND objid = $LOBJ AND mode = 'ExclusiveLock' AND granted")" = 1 ]
+}
+no_session() {
+	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_stat_activity
+		WHERE application_name IN ('kvfs', 'kvfs listener')")" = 0 ]
+}
+# in_db NAME: 0 when the database holds NAME, 1 when not, 2 (a failure
+# of the test) when kvfs-dump cannot say
+in_db() {
+	"$DUMP_BIN" "$IMG" tree >"$T/tree" || { bad "kvfs-dump tree failed"; return 2; }
+	grep -qw "$1" "$T/tree"
+}
+not_in_db() { in_db "$1"; [ $? = 1 ]; }
+lease_free() { ! lease_whole; }
+log() { echo "  $*"; }
+within "the mounts' sessions gone" no_session
+kvfs_mount -o window=3000
+within "the mount alone holds the lease" lease_whole
+echo alone >"$A/alone"
+expect "a file closed on a mount alone: in its window, not committed yet" not_in_db alone
+t0=$(date +%s%N)
+"$KVFS_BIN" "$IMG" "$B" || { echo "FAIL: a mount while the other holds the lease"; exit 1; }
+ms=$((($(date +%s%N) - t0) / 1000000))
+log "a second mount, the lease handed over: mounted in $ms ms"
+expect "the second mount waited for no window (${ms} ms)" [ "$ms" -lt 2500 ]
+expect "the second mount reads what the first closed" has_text "$B/alone" alone
+expect "the lease given up" lease_free
+echo shared >"$A/shared"
+expect "with another mount, close(2) commits" in_db shared
+fusermount3 -u "$B"
+kvfs_umount
+
+# a holder that cannot answer (its daemon stopped): a mount that comes
+# fails after a bound with a message, and the holder goes on once it runs
+within "the mounts' sessions gone" no_session
+kvfs_mount
+within "the mount alone holds the lease" lease_whole
+pid_a=$(kvfs_pid)
+kill -STOP "$pid_a"
+t0=$(date +%s%N)
+if "$KVFS_BIN" "$IMG" "$B" 2>"$T/b.err"; then
+	bad "a mount beside a stopped holder of the lease succeeded"
+	fusermount3 -u "$B"
+else
+	ok
+fi
+ms=$((($(date +%s%N) - t0) / 1000000))
+kill -CONT "$pid_a"
+log "refused after $ms ms: $(cat "$T/b.err")"
+expect "it says why" grep -q "did not give it up" "$T/b.err"
+expect "within the bound (${ms} ms)" [ "$ms" -lt 40000 ]
+expect "the holder goes on" touch "$A/after-stop"
+expect "and a mount beside it then succeeds" "$KVFS_BIN" "$IMG" "$B"
+expect "and reads what it made" test -e "$B/after-stop"
+fusermount3 -u "$B"
+kvfs_umount
+expect "fsck after the lease's tests" "$FSCK_BIN" -n "$IMG"
 kvfs_results
