@@ -242,6 +242,7 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
 {
 	int guess = 0, mrc, rc;
 
+	t->txn = NULL; /* what the caller looks at when W could not go on */
 	if (e->win_fresh) {
 		guess = e->super_guess;
 		rc = guess ? kv_super_lock(e, e->win) : kv_super_reload(e, e->win);
@@ -361,8 +362,10 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	/* lazy ops queued (an atime after a read, pending.c) go first: the
 	 * writer thread's batch takes them before this op, which applied here
 	 * would overtake them (a utimensat after a read lost to its atime) */
+	/* a fresh W's first op may drop W (win_run): invariant 1 */
 	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win || e->win_commit ||
-	    e->win_failed || (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
+	    e->win_failed || (e->win_fresh && !e->eng->any_thread) ||
+	    (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
 		pthread_mutex_unlock(&e->q_lock);
 		return 0; /* the writer thread's */
 	}

@@ -308,6 +308,53 @@ static void lost_window(void **state)
 	tu_image_free(&a);
 }
 
+static int fail_lock; /* the writers' lock fails so many times, as a lost server's */
+
+static int lock_or_fail(kv_env *e, kv_etxn *x)
+{
+	(void)e;
+	(void)x;
+	if (fail_lock > 0) {
+		fail_lock--;
+		return EIO;
+	}
+	return 0;
+}
+
+/* A window's first op cannot take the writers' lock (the server went away
+ * between two windows): the op fails with EIO, nothing else, and the next
+ * one opens a window again and succeeds. */
+static void window_lock_lost(void **state)
+{
+	struct kv_open_opts win = {.durability = KV_DURABLE_NORMAL, .window_ms = 60000};
+	struct tu_image a;
+	struct kv_inode in;
+	uint64_t one, two, ino;
+
+	(void)state;
+	assert_int_equal(tu_image_new(&a, NULL), 0);
+	assert_int_equal(tu_image_open(&a, &win), 0);
+	make_shared(a.env);
+	shared_lmdb.lock = lock_or_fail;
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
+	assert_int_equal(kv_settle(a.env), 0);
+	/* the first op of the next window: on a guess (the lock alone), then
+	 * reading the superblock again (lock and read) */
+	for (int guess = 1; guess >= 0; guess--) {
+		a.env->super_guess = guess;
+		fail_lock = 1;
+		assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "lost", 0100644, &ino), -EIO);
+		assert_int_equal(fail_lock, 0);
+		assert_null(a.env->win);
+	}
+	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "two", 0100644, &two), 0);
+	assert_true(two > one);
+	assert_int_equal(kv_settle(a.env), 0);
+	assert_int_equal(tu_getattr(a.env, one, &in), 0);
+	assert_int_equal(tu_getattr(a.env, two, &in), 0);
+	tu_image_free(&a);
+}
+
 /* icache.c: an op that puts a record and then fails */
 static int put_then_fail(kv_txn *t, void *arg)
 {
@@ -514,6 +561,7 @@ int main(void)
 		cmocka_unit_test(bad_messages),
 		cmocka_unit_test(counter_reloaded),
 		cmocka_unit_test(lost_window),
+		cmocka_unit_test(window_lock_lost),
 		cmocka_unit_test(recent_inodes),
 		cmocka_unit_test(guess_replayed),
 	};
