@@ -371,6 +371,21 @@ int pg_drain(struct pg_conn *c, PGresult **res)
 	return rc;
 }
 
+int pg_ask_bool(struct pg_conn *c, const char *sql, int *yes)
+{
+	PGresult *r = NULL;
+	int rc = pg_send_text(c, 0, sql, 1);
+
+	if (!rc)
+		rc = pg_drain(c, &r);
+	if (rc)
+		return rc;
+	if (yes)
+		*yes = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	return 0;
+}
+
 /* Session settings, then how long a call may wait (invariant 2). A
  * statement_timeout of the URL's or the server's stays; without one, calls
  * get PG_STMT_TIMEOUT. The writer's synchronous_commit follows the env's

@@ -265,6 +265,9 @@ void pg_flush_now(struct pg_conn *c);
  * with want (its result in *res when res and it succeeded); a failure of
  * another is charged to the level that sent it (pg_conn.fail_depth). */
 int pg_drain(struct pg_conn *c, PGresult **res);
+/* sql, a SELECT of one boolean, on c between transactions: 0 with *yes
+ * (when yes is not NULL). */
+int pg_ask_bool(struct pg_conn *c, const char *sql, int *yes);
 /* An idle connection of the pool, or a new one. */
 int pg_pool_get(struct pg_env *pe, struct pg_conn **out, char *err, size_t errlen);
 void pg_pool_put(struct pg_env *pe, struct pg_conn *c);

@@ -50,22 +50,6 @@ static int64_t now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* sql, a SELECT of one boolean, on c between transactions: 0 with *yes. */
-static int ask_bool(struct pg_conn *c, const char *sql, int *yes)
-{
-	PGresult *r = NULL;
-	int rc = pg_send_text(c, 0, sql, 1);
-
-	if (!rc)
-		rc = pg_drain(c, &r);
-	if (rc)
-		return rc;
-	if (yes)
-		*yes = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
-	PQclear(r);
-	return 0;
-}
-
 int pg_lease_join(struct pg_conn *c, char *err, size_t errlen)
 {
 	struct pg_env *pe = c->pe;
@@ -78,7 +62,7 @@ int pg_lease_join(struct pg_conn *c, char *err, size_t errlen)
 	for (;;) {
 		int64_t now;
 
-		rc = ask_bool(c, try, &got);
+		rc = pg_ask_bool(c, try, &got);
 		if (rc || got)
 			break;
 		now = now_ms();
@@ -90,7 +74,7 @@ int pg_lease_join(struct pg_conn *c, char *err, size_t errlen)
 			return EBUSY;
 		}
 		if (!asked || now - asked >= LEASE_ASK_MS) {
-			rc = ask_bool(c, ask, NULL);
+			rc = pg_ask_bool(c, ask, NULL);
 			if (rc)
 				break;
 			asked = now;
@@ -116,7 +100,7 @@ int pg_lease(kv_env *e, int take)
 		if (pe->leased && !c->broken) {
 			snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%lld)",
 				 pe->lease_key);
-			ask_bool(c, sql, NULL); /* lost: it went with the session */
+			pg_ask_bool(c, sql, NULL); /* lost: it went with the session */
 		}
 		pe->leased = 0;
 		pe->lease_at = now_ms() + LEASE_AWAY_MS;
@@ -129,7 +113,7 @@ int pg_lease(kv_env *e, int take)
 		return 0;
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld)", pe->lease_key);
 	/* made again first if lost: the lease went with the old session */
-	if (pg_alive(c) || ask_bool(c, sql, &got) || !got) {
+	if (pg_alive(c) || pg_ask_bool(c, sql, &got) || !got) {
 		pe->lease_at = now_ms() + LEASE_RETRY_MS;
 		return 0;
 	}

@@ -71,16 +71,11 @@ int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen)
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock%s(%lld)",
 		 pe->e->mount ? "_shared" : "", pe->mount_key);
 	for (int tries = 0;; tries++) {
-		PGresult *r = NULL;
 		int got;
 
-		rc = pg_send_text(c, 0, sql, 1);
-		if (!rc)
-			rc = pg_drain(c, &r);
+		rc = pg_ask_bool(c, sql, &got);
 		if (rc)
 			return rc;
-		got = PQgetvalue(r, 0, 0)[0] == 't';
-		PQclear(r);
 		if (got) {
 			pe->mount_held = 1;
 			return 0;
