@@ -144,12 +144,16 @@ static PGconn *listen_connect(struct pg_listener *l)
 	char sql[160];
 	PGconn *pq = pg_pq_connect(l->pe);
 	PGresult *r;
+	int n;
 
 	if (!pq || PQstatus(pq) != CONNECTION_OK)
 		goto lost;
-	/* named, so that pg_stat_activity tells it from the other sessions */
-	snprintf(sql, sizeof(sql), "SET application_name = 'kvfs listener'; LISTEN %s; LISTEN %s",
-		 pe->chan, pe->e->readonly ? pe->chan : pe->lease_chan);
+	/* named, so that pg_stat_activity tells it from the other sessions;
+	 * the lease's channel for a read-write mount (invariant 4) */
+	n = snprintf(sql, sizeof(sql), "SET application_name = 'kvfs listener'; LISTEN %s",
+		     pe->chan);
+	if (!pe->e->readonly)
+		snprintf(sql + n, sizeof(sql) - (size_t)n, "; LISTEN %s", pe->lease_chan);
 	r = PQexec(pq, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		PQclear(r);

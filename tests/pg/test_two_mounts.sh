@@ -12,7 +12,9 @@
 # both into one directory at once never collide or lose a name, nor beside
 # a third mount that commits each change before it answers (window=0); an
 # idle mount holds no lock of the other's writers; fsck -n and kvfs-dump
-# read it while both are mounted, and fsck finds it clean after.
+# read it while both are mounted, and fsck finds it clean after. A mount
+# alone holds the lease and keeps a window, and hands the lease over to a
+# mount that comes (read-only too), which then hears every commit.
 #
 #   tests/pg/cluster.sh run bash test_two_mounts.sh
 #
@@ -292,4 +294,20 @@ expect "and reads what it made" test -e "$B/after-stop"
 fusermount3 -u "$B"
 kvfs_umount
 expect "fsck after the lease's tests" "$FSCK_BIN" -n "$IMG"
+
+# a read-only mount beside a read-write one: the writer is not alone (the
+# reader holds the lease shared) and the reader hears its commits
+within "the mounts' sessions gone" no_session
+kvfs_mount
+"$KVFS_BIN" "$IMG" "$B" -o ro || { echo "FAIL: a read-only mount beside a writer"; exit 1; }
+within "the writer gives up the lease to a read-only mount" lease_free
+cat "$B/alone" >/dev/null
+echo changed >"$A/alone"
+echo new >"$A/to-ro"
+within "the read-only mount sees a create" has_text "$B/to-ro" new
+within "and a write to a file it had read" has_text "$B/alone" changed
+refused() { ! touch "$B/nope" 2>/dev/null; }
+expect "and writes nothing itself" refused
+fusermount3 -u "$B"
+kvfs_umount
 kvfs_results
