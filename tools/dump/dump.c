@@ -318,6 +318,61 @@ int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg)
 	return walk_inode(d->t, KV_DB_DIRENT, dir, dir_record, &w);
 }
 
+struct list_walk {
+	struct dump_listing *l;
+	int (*skip)(void *arg, const struct kv_dirent *de);
+	void *arg;
+};
+
+static int list_add(void *arg, const struct kv_dirent *de)
+{
+	struct list_walk *w = arg;
+	struct dump_listing *l = w->l;
+	struct dump_lent *ents;
+	char *names;
+
+	if (w->skip && w->skip(w->arg, de))
+		return 0;
+	names = array_reserve(l->names, &l->ncap, l->nlen + de->namelen, 1, 4096);
+	if (!names)
+		return -ENOMEM;
+	l->names = names;
+	ents = array_reserve(l->ents, &l->cap, l->n + 1, sizeof(*ents), 64);
+	if (!ents)
+		return -ENOMEM;
+	l->ents = ents;
+	memcpy(l->names + l->nlen, de->name, de->namelen);
+	l->ents[l->n++] = (struct dump_lent){l->nlen, de->namelen, de->ino};
+	l->nlen += de->namelen;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b, void *names)
+{
+	const struct dump_lent *p = a, *q = b;
+	const char *base = names;
+	int c = memcmp(base + p->off, base + q->off, p->len < q->len ? p->len : q->len);
+
+	return c ? c : (p->len > q->len) - (p->len < q->len);
+}
+
+int dump_list_dir(struct dump *d, uint64_t dir, struct dump_listing *l,
+		  int (*skip)(void *arg, const struct kv_dirent *de), void *arg)
+{
+	struct list_walk w = {.l = l, .skip = skip, .arg = arg};
+	int rc = dump_dir_each(d, dir, list_add, &w);
+
+	if (l->n)
+		qsort_r(l->ents, l->n, sizeof(*l->ents), by_name, l->names);
+	return rc;
+}
+
+void dump_listing_free(struct dump_listing *l)
+{
+	free(l->names);
+	free(l->ents);
+}
+
 int dump_resolve(struct dump *d, const char *path, uint64_t *ino)
 {
 	uint64_t cur = KV_ROOT_INO;

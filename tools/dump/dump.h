@@ -60,6 +60,26 @@ int dump_resolve(struct dump *d, const char *path, uint64_t *ino);
  * fn's value, or an error reading the image. */
 typedef int (*dump_dirent_fn)(void *arg, const struct kv_dirent *de);
 int dump_dir_each(struct dump *d, uint64_t dir, dump_dirent_fn fn, void *arg);
+/* The entries of one directory, copied (a walk's values do not outlive its
+ * next step on an engine that reads them from a server: engine.h,
+ * cur_forget) and sorted by name bytes, as strcmp orders them. */
+struct dump_listing {
+	char *names; /* back to back */
+	size_t nlen, ncap;
+	struct dump_lent {
+		size_t off; /* into names */
+		size_t len;
+		uint64_t ino;
+	} *ents;
+	size_t n, cap;
+};
+/* Fill l (zeroed by the caller) with dir's entries, those for which skip
+ * (when not NULL) returns nonzero left out; sorted. 0, or the error that
+ * ended the read (-ENOMEM, or dump_dir_each's), l holding the entries read
+ * before it, sorted too. dump_listing_free frees it either way. */
+int dump_list_dir(struct dump *d, uint64_t dir, struct dump_listing *l,
+		  int (*skip)(void *arg, const struct kv_dirent *de), void *arg);
+void dump_listing_free(struct dump_listing *l);
 /* "dir", "file", "symlink", "fifo", "chr", "blk", "sock" or "?". */
 const char *dump_type_name(uint32_t mode);
 /* The blocks of lend record b no record before it named, of one home's lend

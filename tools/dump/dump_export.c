@@ -354,60 +354,24 @@ static void walk_one(struct walk *w, const struct xent *e, int depth)
 		m->str = strdup(e->path);
 }
 
-/* The entries of one directory, gathered to be visited in name order. */
-struct listing {
-	struct export *x;
-	char *names; /* the names, back to back */
-	size_t nlen, ncap;
-	struct lent {
-		size_t off;
-		size_t len;
-		uint64_t ino;
-	} *ents;
-	size_t n, cap;
-};
-
-static int gather(void *arg, const struct kv_dirent *de)
+/* An entry export cannot make: reported, left out of the listing. */
+static int impossible(void *arg, const struct kv_dirent *de)
 {
-	struct listing *l = arg;
-	struct export *x = l->x;
-	struct lent *ents;
-	char *names;
+	struct export *x = arg;
+	struct xent p = {.path = x->pathlen ? x->path : "."};
+	char *name;
 
-	if (!dump_name_ok(de->name, de->namelen)) {
-		struct xent p = {.path = x->pathlen ? x->path : "."};
-		char *name = cli_quote(de->name, de->namelen);
-
-		export_error(x, &p, "an entry with an impossible name (%s); skipped",
-			     name ? name : "'?'");
-		free(name);
+	if (dump_name_ok(de->name, de->namelen))
 		return 0;
-	}
-	names = array_reserve(l->names, &l->ncap, l->nlen + de->namelen, 1, 4096);
-	if (!names)
-		return -ENOMEM;
-	l->names = names;
-	ents = array_reserve(l->ents, &l->cap, l->n + 1, sizeof(*ents), 64);
-	if (!ents)
-		return -ENOMEM;
-	l->ents = ents;
-	memcpy(l->names + l->nlen, de->name, de->namelen);
-	l->ents[l->n++] = (struct lent){l->nlen, de->namelen, de->ino};
-	l->nlen += de->namelen;
-	return 0;
+	name = cli_quote(de->name, de->namelen);
+	export_error(x, &p, "an entry with an impossible name (%s); skipped",
+		     name ? name : "'?'");
+	free(name);
+	return 1;
 }
 
-/* By name bytes, as strcmp orders them (GNU tar --sort=name). */
-static int by_name(const void *a, const void *b, void *names)
-{
-	const struct lent *p = a, *q = b;
-	const char *base = names;
-	int c = memcmp(base + p->off, base + q->off, p->len < q->len ? p->len : q->len);
-
-	return c ? c : (p->len > q->len) - (p->len < q->len);
-}
-
-static void walk_entry(struct walk *w, const struct listing *l, const struct lent *le, int depth)
+static void walk_entry(struct walk *w, const struct dump_listing *l, const struct dump_lent *le,
+		       int depth)
 {
 	struct export *x = w->x;
 	char name[KV_NAME_MAX + 1];
@@ -440,8 +404,8 @@ static void walk_entry(struct walk *w, const struct listing *l, const struct len
 static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
 {
 	struct export *x = w->x;
-	struct listing l = {.x = x};
-	int rc = dump_dir_each(x->d, dir->ino, gather, &l);
+	struct dump_listing l = {0};
+	int rc = dump_list_dir(x->d, dir->ino, &l, impossible, x);
 
 	if (rc < 0) {
 		struct xent p = {.path = x->pathlen ? x->path : "."};
@@ -449,12 +413,9 @@ static void walk_dir(struct walk *w, const struct kv_inode *dir, int depth)
 		if (rc == -ENOMEM)
 			x->fatal = 1;
 	}
-	if (l.n)
-		qsort_r(l.ents, l.n, sizeof(*l.ents), by_name, l.names);
 	for (size_t i = 0; i < l.n && !x->fatal; i++)
 		walk_entry(w, &l, &l.ents[i], depth);
-	free(l.names);
-	free(l.ents);
+	dump_listing_free(&l);
 }
 
 /* Borrowed blocks count toward the progress as the blocks they read as. */

@@ -47,62 +47,6 @@
 
 /* ---------------------------------------------------------------- tree -- */
 
-struct child {
-	const char *name; /* into its list's names, once all are read */
-	size_t off;       /* there */
-	uint8_t len;
-	uint64_t ino;
-};
-
-static int child_cmp(const void *a, const void *b)
-{
-	const struct child *x = a, *y = b;
-	int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
-
-	return c ? c : (int)x->len - (int)y->len;
-}
-
-/* The names are copied: a walk's values do not outlive its next step on
- * an engine that reads them from a server (engine.h, cur_forget). */
-struct child_list {
-	struct child *v;
-	size_t n, cap;
-	char *names;
-	size_t used, names_cap;
-};
-
-static int add_child(void *arg, const struct kv_dirent *de)
-{
-	struct child_list *l = arg;
-	struct child *v = array_reserve(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
-	char *names;
-
-	if (!v)
-		return -ENOMEM;
-	l->v = v;
-	names = array_reserve(l->names, &l->names_cap, l->used + de->namelen, 1, 4096);
-	if (!names)
-		return -ENOMEM;
-	l->names = names;
-	memcpy(names + l->used, de->name, de->namelen);
-	l->v[l->n++] = (struct child){.off = l->used, .len = de->namelen, .ino = de->ino};
-	l->used += de->namelen;
-	return 0;
-}
-
-/* The entries of directory ino, sorted by name (l->v and l->names are
- * malloc'd); on an error, those read before it. */
-static int list_dir(struct dump *d, uint64_t ino, struct child_list *l)
-{
-	int rc = dump_dir_each(d, ino, add_child, l);
-
-	for (size_t i = 0; i < l->n; i++)
-		l->v[i].name = l->names + l->v[i].off;
-	if (l->n)
-		qsort(l->v, l->n, sizeof(*l->v), child_cmp);
-	return rc;
-}
-
 static void tree_line(const struct kv_inode *in, int depth, const char *name, size_t len)
 {
 	char size[32];
@@ -129,7 +73,7 @@ static void tree_line(const struct kv_inode *in, int depth, const char *name, si
 
 static void tree_dir(struct dump *d, struct inomap *onpath, uint64_t ino, int depth)
 {
-	struct child_list l = {0};
+	struct dump_listing l = {0};
 	struct inomap_ent *e;
 	int added, rc;
 
@@ -148,31 +92,31 @@ static void tree_dir(struct dump *d, struct inomap *onpath, uint64_t ino, int de
 		return;
 	}
 	e->val = 1;
-	rc = list_dir(d, ino, &l);
+	rc = dump_list_dir(d, ino, &l, NULL, NULL);
 	if (rc)
 		dump_error(d, "directory %llu: cannot list: %s", (unsigned long long)ino,
 			   strerror(-rc));
 	for (size_t i = 0; i < l.n; i++) {
-		const struct child *v = l.v;
+		const struct dump_lent *v = &l.ents[i];
+		const char *vname = l.names + v->off;
 		struct kv_inode in;
 
-		rc = kv_inode_get(d->t, v[i].ino, &in);
+		rc = kv_inode_get(d->t, v->ino, &in);
 		if (rc) {
-			char *name = cli_quote(v[i].name, v[i].len);
+			char *name = cli_quote(vname, v->len);
 
 			dump_error(d, "directory %llu: entry %s: inode %llu: %s",
 				   (unsigned long long)ino, name ? name : "'?'",
-				   (unsigned long long)v[i].ino,
+				   (unsigned long long)v->ino,
 				   rc == -ENOENT ? "missing" : strerror(-rc));
 			free(name);
 			continue;
 		}
-		tree_line(&in, depth + 1, v[i].name, v[i].len);
+		tree_line(&in, depth + 1, vname, v->len);
 		if (S_ISDIR(in.mode))
 			tree_dir(d, onpath, in.ino, depth + 1);
 	}
-	free(l.v);
-	free(l.names);
+	dump_listing_free(&l);
 	/* the map may have grown: look the entry up again */
 	e = inomap_get(onpath, ino, 0);
 	if (e)
