@@ -27,6 +27,10 @@
  *  4. A read-write mount's listener also LISTENs on the lease's channel
  *     (pg_lease.c): an ask there goes to kv_lease_asked, and sets others
  *     (the asker will be there once the lease is given up).
+ *  5. A read-only mount's listener keeps its share of the lease (pe->hold,
+ *     used by no other thread once the mount is open): it looks each
+ *     RETRY_MS whether that connection was lost, and makes it again, so a
+ *     writer elsewhere is never alone for long while this mount reads.
  */
 #include <errno.h>
 #include <poll.h>
@@ -176,6 +180,15 @@ lost:
 	return NULL;
 }
 
+/* Invariant 5: a read-only mount's share of the lease, made again once its
+ * connection is found lost (pg_alive: no wait on the server while it is
+ * up; pg_reset joins the lease again). */
+static void hold_check(struct pg_env *pe)
+{
+	if (pe->hold)
+		pg_alive(pe->hold);
+}
+
 static void *listen_main(void *arg)
 {
 	struct pg_listener *l = arg;
@@ -190,10 +203,12 @@ static void *listen_main(void *arg)
 		if (!pq && !(pq = listen_connect(l))) {
 			if (wait_for(l, -1, RETRY_MS))
 				break;
+			hold_check(l->pe);
 			continue;
 		}
-		if (wait_for(l, PQsocket(pq), -1))
+		if (wait_for(l, PQsocket(pq), l->pe->hold ? RETRY_MS : -1))
 			break;
+		hold_check(l->pe);
 		if (!PQconsumeInput(pq)) {
 			PQfinish(pq);
 			pq = NULL;
