@@ -1,8 +1,8 @@
 /*
  * posix_ops.h - helpers shared by the files of the posix_ops suite
- * (posix_ops.c: files, data, attributes, xattrs; posix_names.c: names,
- * rename, listings, removed-but-open objects; posix_acl.c: POSIX ACLs;
- * posix_copy.c: copy_file_range).
+ * (posix_ops.c: files, data, attributes; posix_names.c: names, rename,
+ * listings, removed-but-open objects; posix_xattr.c: extended attributes;
+ * posix_acl.c: POSIX ACLs; posix_copy.c: copy_file_range).
  *
  * Every test starts with px_enter(name): it makes DIR/name and changes into
  * it, so the tests use plain relative paths and never see each other's files.
@@ -65,6 +65,11 @@ void test_readdir_mutation(void **state);
 void test_readdir_seek(void **state);
 void test_unlink_open_file(void **state);
 void test_rmdir_open_dir(void **state);
+
+/* posix_xattr.c */
+void test_xattr(void **state);
+void test_xattr_large(void **state);
+void test_xattr_names(void **state);
 
 /* posix_acl.c */
 void test_acl_access(void **state);
