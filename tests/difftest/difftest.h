@@ -89,12 +89,22 @@ struct res {
 	                     not zero a hole */
 };
 
-/* ops.c */
+/* ops.c: the paths an op names (of NPATHS; P_L255 and P_L256 the long
+ * names), symlink targets (NTARGETS) and xattr names (NXNAMES) */
+#define P_L255 19
+#define P_L256 20
+#define NPATHS 21
+#define NTARGETS 12
+#define NXNAMES 12
 void ops_init(void);
+/* gen.c */
 void ops_generate(uint64_t seed, struct op *ops, size_t n);
 /* --seek: lseek with SEEK_DATA and SEEK_HOLE too (for a kvfs image whose
  * block size is tmpfs's page size, without the writeback cache) */
 extern int ops_seek_holes;
+/* Whether op may make a new object (whose mode the umask or an ACL sets). */
+int op_creates(const struct op *op);
+/* ops.c */
 void op_run(const struct op *op, struct side *s, struct res *r);
 void op_format(const struct op *op, char *buf, size_t len);
 void res_free(struct res *r);
