@@ -382,6 +382,8 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	pthread_mutex_lock(&e->q_lock);
 	if (how == APPLIED && win_full(e))
 		e->win_commit = 1;
+	if (!e->win) /* dropped (win_run): the writer thread opens the next */
+		pthread_cond_signal(&e->q_cond);
 	kv_role_release_locked(e);
 	pthread_mutex_unlock(&e->q_lock);
 	if (how == SHORT)
