@@ -522,13 +522,15 @@ static int pg_reset(struct pg_conn *c)
 		c->broken = 1;
 		return EIO;
 	}
-	/* the lease went with the old session (pg_lease.c invariant 3): the
-	 * writer's, or a read-only mount's share (pg_listen.c invariant 5) */
-	if ((c->writer || c == c->pe->hold) && c->pe->e->mount) {
+	/* the lease went with the old session (pg_lease.c invariant 3); a
+	 * read-only mount's share is the listener's to take again, without
+	 * waiting (pg_listen.c invariant 5) */
+	if (c == c->pe->hold)
+		c->pe->hold_lost = 1;
+	if (c->writer && c->pe->e->mount) {
 		char err[256];
 
-		if (c->writer)
-			c->pe->leased = 0;
+		c->pe->leased = 0;
 		if (pg_lease_join(c, err, sizeof(err))) {
 			kv_log("postgresql %s: %s", c->pe->disp, err);
 			c->broken = 1;

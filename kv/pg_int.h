@@ -160,6 +160,8 @@ struct pg_env {
 	long long lease_key;
 	char lease_chan[40];
 	struct pg_conn *hold;     /* a read-only mount's: holds it shared */
+	int hold_lost;            /* the listener's: hold's share went with its session */
+	int64_t hold_asked;       /* and when the listener last asked for it */
 	int leased;               /* the writer's role: the writer's connection holds
 	                             it whole (pg_lease) */
 	int64_t lease_at;         /* the writer's role: not tried before (ms) */
@@ -234,6 +236,10 @@ int pg_mount_lock(struct pg_conn *c, char *err, size_t errlen);
  * for a mount that holds it whole to give it up; 0, EBUSY or EIO with a
  * message. The engine's lease (engine.h). */
 int pg_lease_join(struct pg_conn *c, char *err, size_t errlen);
+/* One try at a share of the lease on c, without waiting: 0 held, EAGAIN
+ * while a mount elsewhere holds it whole (asked to give it up, at most each
+ * LEASE_ASK_MS since *asked, which it updates), or EIO. */
+int pg_lease_share(struct pg_conn *c, int64_t *asked);
 int pg_lease(kv_env *e, int take);
 void pg_listen_free(struct pg_env *pe);
 

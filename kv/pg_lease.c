@@ -50,34 +50,39 @@ static int64_t now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+int pg_lease_share(struct pg_conn *c, int64_t *asked)
+{
+	struct pg_env *pe = c->pe;
+	char sql[96];
+	int64_t now;
+	int got, rc;
+
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock_shared(%lld)", pe->lease_key);
+	rc = pg_ask_bool(c, sql, &got);
+	if (rc || got)
+		return rc;
+	now = now_ms();
+	if (*asked && now - *asked < LEASE_ASK_MS)
+		return EAGAIN;
+	snprintf(sql, sizeof(sql), "SELECT pg_notify('%s', '') IS NULL", pe->lease_chan);
+	rc = pg_ask_bool(c, sql, NULL);
+	*asked = now;
+	return rc ? rc : EAGAIN;
+}
+
 int pg_lease_join(struct pg_conn *c, char *err, size_t errlen)
 {
 	struct pg_env *pe = c->pe;
-	char try[96], ask[96];
 	int64_t t0 = now_ms(), asked = 0;
-	int got, rc;
+	int rc;
 
-	snprintf(try, sizeof(try), "SELECT pg_try_advisory_lock_shared(%lld)", pe->lease_key);
-	snprintf(ask, sizeof(ask), "SELECT pg_notify('%s', '') IS NULL", pe->lease_chan);
-	for (;;) {
-		int64_t now;
-
-		rc = pg_ask_bool(c, try, &got);
-		if (rc || got)
-			break;
-		now = now_ms();
-		if (now - t0 >= LEASE_WAIT_MS) {
+	while ((rc = pg_lease_share(c, &asked)) == EAGAIN) {
+		if (now_ms() - t0 >= LEASE_WAIT_MS) {
 			kv_seterr(err, errlen,
 				  "'%s' is held by a mount elsewhere that did not give it up in "
 				  "%d s (its daemon stopped?)",
 				  pe->disp, LEASE_WAIT_MS / 1000);
 			return EBUSY;
-		}
-		if (!asked || now - asked >= LEASE_ASK_MS) {
-			rc = pg_ask_bool(c, ask, NULL);
-			if (rc)
-				break;
-			asked = now;
 		}
 		usleep(LEASE_POLL_MS * 1000);
 	}

@@ -29,8 +29,10 @@
  *     (the asker will be there once the lease is given up).
  *  5. A read-only mount's listener keeps its share of the lease (pe->hold,
  *     used by no other thread once the mount is open): it looks each
- *     RETRY_MS whether that connection was lost, and makes it again, so a
- *     writer elsewhere is never alone for long while this mount reads.
+ *     RETRY_MS whether that connection was lost, makes it again and takes
+ *     the share again, one try a look (a writer elsewhere that holds the
+ *     lease meanwhile is asked for it), so that writer is never alone for
+ *     long while this mount reads, and notices are never held up.
  */
 #include <errno.h>
 #include <poll.h>
@@ -182,11 +184,19 @@ lost:
 
 /* Invariant 5: a read-only mount's share of the lease, made again once its
  * connection is found lost (pg_alive: no wait on the server while it is
- * up; pg_reset joins the lease again). */
+ * up), then taken again: one try a look, the holder asked for it, never a
+ * wait here for a mount elsewhere. */
 static void hold_check(struct pg_env *pe)
 {
-	if (pe->hold)
-		pg_alive(pe->hold);
+	int rc;
+
+	if (!pe->hold || pg_alive(pe->hold) || !pe->hold_lost)
+		return;
+	rc = pg_lease_share(pe->hold, &pe->hold_asked);
+	if (rc == 0)
+		pe->hold_lost = 0;
+	else if (rc != EAGAIN) /* made again at the next look */
+		pg_lost(pe->hold, "cannot take a share of the lease again");
 }
 
 static void *listen_main(void *arg)

@@ -324,6 +324,9 @@ WITHIN_MS=5000 within "the reader joined the lease again" lease_shares
 expect "the writer is not alone" lease_free
 echo again >"$A/to-ro2"
 within "the read-only mount sees a create after" has_text "$B/to-ro2" again
+sleep 2.5 # the writer tries for the lease again (LEASE_RETRY_MS) meanwhile
+expect "the writer still not alone" lease_free
 fusermount3 -u "$B"
 kvfs_umount
+within "the mounts' sessions gone" no_session
 kvfs_results
