@@ -92,14 +92,18 @@ static int has(const struct seen *s, uint64_t ino, const char *name)
 	return 0;
 }
 
+/* A new image opened with o (NULL: the defaults), its store made shared. */
+static void open_shared(struct tu_image *im, const struct kv_open_opts *o)
+{
+	assert_int_equal(tu_image_new(im, NULL), 0);
+	assert_int_equal(tu_image_open(im, o), 0);
+	make_shared(im->env);
+}
+
 static void open_two(struct tu_image *a, struct tu_image *b)
 {
-	assert_int_equal(tu_image_new(a, NULL), 0);
-	assert_int_equal(tu_image_open(a, NULL), 0);
-	assert_int_equal(tu_image_new(b, NULL), 0);
-	assert_int_equal(tu_image_open(b, NULL), 0);
-	make_shared(a->env);
-	make_shared(b->env);
+	open_shared(a, NULL);
+	open_shared(b, NULL);
 	nmsgs = 0;
 }
 
@@ -267,9 +271,7 @@ static void lost_window(void **state)
 	uint64_t one, two, three, before, after;
 
 	(void)state;
-	assert_int_equal(tu_image_new(&a, NULL), 0);
-	assert_int_equal(tu_image_open(&a, &win), 0);
-	make_shared(a.env);
+	open_shared(&a, &win);
 	shared_lmdb.txn_commit = commit_or_lose;
 	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
 	assert_int_equal(kv_settle(a.env), 0);
@@ -350,9 +352,7 @@ static void window_lock_lost(void **state)
 	uint64_t one, two, ino;
 
 	(void)state;
-	assert_int_equal(tu_image_new(&a, NULL), 0);
-	assert_int_equal(tu_image_open(&a, &win), 0);
-	make_shared(a.env);
+	open_shared(&a, &win);
 	shared_lmdb.lock = lock_or_fail;
 	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &one), 0);
 	assert_int_equal(kv_settle(a.env), 0);
@@ -422,12 +422,8 @@ static void recent_inodes(void **state)
 	(void)state;
 	/* batches, told after their commit (as durability=full, or a shared
 	 * store's default window of 0) */
-	assert_int_equal(tu_image_new(&a, NULL), 0);
-	assert_int_equal(tu_image_open(&a, &full), 0);
-	assert_int_equal(tu_image_new(&b, NULL), 0);
-	assert_int_equal(tu_image_open(&b, &full), 0);
-	make_shared(a.env);
-	make_shared(b.env);
+	open_shared(&a, &full);
+	open_shared(&b, &full);
 	assert_int_equal(kv_icache_init(a.env), 0);
 	assert_int_equal(kv_inode_recent(a.env, KV_ROOT_INO, sec, &in), -ENOENT);
 	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "alpha", 0100644, &ino), 0);
@@ -465,9 +461,7 @@ static void recent_inodes(void **state)
 
 	/* with a window: a change told but not committed empties the slot;
 	 * the window's commit fills it */
-	assert_int_equal(tu_image_new(&a, NULL), 0);
-	assert_int_equal(tu_image_open(&a, &win), 0);
-	make_shared(a.env);
+	open_shared(&a, &win);
 	assert_int_equal(kv_icache_init(a.env), 0);
 	assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "one", 0100644, &ino), 0);
 	assert_int_equal(kv_settle(a.env), 0);
@@ -540,9 +534,7 @@ static void guess_replayed(void **state)
 	kv_txn *t;
 
 	(void)state;
-	assert_int_equal(tu_image_new(&a, NULL), 0);
-	assert_int_equal(tu_image_open(&a, &full), 0);
-	make_shared(a.env);
+	open_shared(&a, &full);
 	shared_lmdb.txn_begin = begin_noting;
 	shared_lmdb.txn_commit = commit_guess_wrong;
 	nbegins = 0;
