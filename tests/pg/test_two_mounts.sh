@@ -235,10 +235,13 @@ k = h ^ 0x6c65617365
 print(k >> 32, k & 0xffffffff)' "$schema"
 }
 read -r LCLASS LOBJ <<<"$(lease_key)"
-lease_whole() {
-	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND classid = $LCLASS AND objid = $LOBJ AND mode = 'ExclusiveLock' AND granted")" = 1 ]
+# lease_locks MODE: how many sessions hold the lease in MODE
+lease_locks() {
+	psql -XAt "$IMG" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND classid = $LCLASS AND objid = $LOBJ AND mode = '$1' AND granted"
 }
+lease_whole() { [ "$(lease_locks ExclusiveLock)" = 1 ]; }
+lease_shares() { [ "$(lease_locks ShareLock)" = "$1" ]; }
 no_session() {
 	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_stat_activity
 		WHERE application_name IN ('kvfs', 'kvfs listener')")" = 0 ]
@@ -316,11 +319,7 @@ psql -XAt "$IMG" -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activi
 	WHERE application_name = 'kvfs'" >/dev/null
 within "the writer writes again after its sessions ended" touch "$A/after-end"
 sleep 3 # alone, the writer would hold the lease by now (pg_lease.c: LEASE_AWAY_MS)
-lease_shares() {
-	[ "$(psql -XAt "$IMG" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND classid = $LCLASS AND objid = $LOBJ AND mode = 'ShareLock' AND granted")" = 2 ]
-}
-WITHIN_MS=5000 within "the reader joined the lease again" lease_shares
+WITHIN_MS=5000 within "the reader joined the lease again" lease_shares 2
 expect "the writer is not alone" lease_free
 echo again >"$A/to-ro2"
 within "the read-only mount sees a create after" has_text "$B/to-ro2" again
