@@ -686,14 +686,21 @@ static int lmdb_backup(kv_env *e, const char *dest, char *err, size_t errlen)
 		snprintf(err, errlen, "'%s' exists", dest);
 		return -EEXIST;
 	}
-	fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	/* a backup is an image, and whoever reads an image reads every file
+	 * in it: 0600 whatever the umask, as kv_mkfs makes them */
+	fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot create '%s': %s", dest, strerror(-rc));
 		return rc;
 	}
-	mrc = mdb_env_copyfd2(kv_lmdb(e)->env, fd, MDB_CP_COMPACT);
-	rc = kv_err(NULL, mrc, NULL);
+	mrc = 0;
+	if (fchmod(fd, 0600) != 0) {
+		rc = -errno;
+	} else {
+		mrc = mdb_env_copyfd2(kv_lmdb(e)->env, fd, MDB_CP_COMPACT);
+		rc = kv_err(NULL, mrc, NULL);
+	}
 	if (rc == 0 && fsync(fd) != 0)
 		rc = -errno;
 	close(fd);

@@ -474,6 +474,25 @@ check "version 1: tar export, the file" cmp "$K/a.txt" <(tar -xOf "$T/v1.tar" ./
 check "version 1: backup" exit_is 0 "$DUMP" "$T/v1.img" backup "$T/v1.backup"
 check "version 1: the backup is version 1 too" exit_is 0 "$DUMP" "$T/v1.backup" summary
 check "version 1: the backup says so" has "format version: 1" "$T/out"
+
+# ---- a backup and a tar export carry every file's contents (root's 0600
+# ones too): made 0600 whatever the umask, so only their owner reads them
+others=
+[ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null && others=1
+for mask in 022 000 077; do
+	rm -f "$T/mask.backup" "$T/mask.tar"
+	check "umask $mask: backup" exit_is 0 sh -c "umask $mask && '$DUMP' '$T/k.img' backup '$T/mask.backup'"
+	check "umask $mask: the backup is 0600" [ "$(stat -c %a "$T/mask.backup")" = 600 ]
+	check "umask $mask: tar export" exit_is 0 sh -c "umask $mask && '$DUMP' '$T/k.img' export '$T/mask.tar'"
+	check "umask $mask: the archive is 0600" [ "$(stat -c %a "$T/mask.tar")" = 600 ]
+	[ -n "$others" ] || continue
+	chmod 711 "$T" # nobody may reach the files, and only the files decide
+	check "umask $mask: another user cannot read the backup" \
+		exit_is 1 runuser -u nobody -- head -c 1 "$T/mask.backup"
+	check "umask $mask: another user cannot read the archive" \
+		exit_is 1 runuser -u nobody -- head -c 1 "$T/mask.tar"
+	chmod 700 "$T"
+done
 check "version 1: the image not upgraded (unchanged)" cmp "$T/v1.orig" "$T/v1.img"
 
 # ---- compressed blocks: the known tree made with -O compress (blocks of

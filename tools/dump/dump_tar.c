@@ -159,10 +159,16 @@ static int tar_open(struct export *x)
 		i = tar_name(x->dest);
 		if (i >= 0)
 			filter = tar_names[i].filter;
-		s->fd = open(x->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		/* the archive holds every file's contents, root's 0600 ones
+		 * too: 0600 whatever the umask, as a backup */
+		s->fd = open(x->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (s->fd < 0) {
 			export_error(x, NULL, "%s", errno == EEXIST ? "exists" : strerror(errno));
 			goto free_sink;
+		}
+		if (fchmod(s->fd, 0600) != 0) {
+			export_error(x, NULL, "%s", strerror(errno));
+			goto unlink_dest;
 		}
 	}
 	/* libarchive converts names from the locale's charset to UTF-8: make
