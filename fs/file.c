@@ -448,8 +448,10 @@ struct copy_args {
 	size_t len;             /* what is left to copy */
 	unsigned char *buf;     /* COPY_CHUNK bytes */
 	struct iovec *iov;      /* READ_IOV_MAX */
+	const struct fs_cred *cred; /* the caller, whose copy may take set-ID bits */
 	size_t copied;          /* result: 0 at the source's end */
 	int blocks_changed;     /* result */
+	int killed;             /* result: set-ID bits went */
 };
 
 /* Copy len bytes of the op's range from done on through a->buf, as a read
@@ -539,16 +541,17 @@ static int apply_copy(kv_txn *t, void *arg)
 	if (rc || !a->copied)
 		return rc;
 	a->blocks_changed = dst.nblocks != nblocks;
+	a->killed = fs_kill_suidgid(a->cred, &dst);
 	if (!fs.cfg.writeback) /* as apply_write: the kernel owns them with it */
 		dst.mtime_ns = dst.ctime_ns = fs_now_ns();
 	return kv_inode_put(t, &dst);
 }
 
 int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_out, size_t len,
-		     size_t *copied)
+		     const struct fs_cred *c, size_t *copied)
 {
-	struct copy_args a = {.in = in, .out = out};
-	int rc = 0, changed = 0;
+	struct copy_args a = {.in = in, .out = out, .cred = c};
+	int rc = 0, changed = 0, killed = 0;
 
 	*copied = 0;
 	if (off_in > INT64_MAX || off_out > INT64_MAX || len > INT64_MAX - off_out)
@@ -567,9 +570,12 @@ int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_ou
 		if (rc || a.copied == 0)
 			break;
 		changed |= a.blocks_changed;
+		killed |= a.killed;
 		*copied += a.copied;
 	}
-	if (changed)
+	if (killed)
+		fs_notify_inval(out, -1, 0); /* the mode the kernel caches */
+	else if (changed)
 		notify_blocks(out);
 	if (*copied && fs.cfg.writeback)
 		fs_itable_drop_appends(out); /* as a write(2) of the same bytes */
@@ -585,16 +591,19 @@ void fs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			   struct fuse_file_info *fi_out, size_t len, int flags)
 {
+	gid_t groups[NGROUPS_KEEP];
+	struct fs_cred c;
 	size_t copied;
 	int rc;
 
 	(void)fi_in;
 	(void)fi_out;
+	fs_caller(req, 1, &c, groups);
 	if (flags || off_in < 0 || off_out < 0)
 		rc = -EINVAL;
 	else
 		rc = fs_do_copy_range(ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len,
-				      &copied);
+				      &c, &copied);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -608,6 +617,8 @@ void fs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 struct falloc_args {
 	uint64_t ino;
 	int mode;
+	const struct fs_cred *cred; /* the caller, whose fallocate may take set-ID bits */
+	int killed;                 /* result: set-ID bits went */
 	uint64_t off, len;
 	uint64_t from;      /* allocate: where this op starts */
 	uint64_t next;      /* result: where the next op starts */
@@ -650,6 +661,9 @@ static int apply_fallocate(kv_txn *t, void *arg)
 	if (rc)
 		return rc;
 	a->blocks_changed = in.nblocks != nblocks;
+	/* and file_modified() takes set-ID bits, which FUSE's fallocate
+	 * leaves to the filesystem (xfstests generic/683-685) */
+	a->killed |= fs_kill_suidgid(a->cred, &in);
 	/* any fallocate that succeeds changes the times, even one that had
 	 * nothing to do, as file_modified() makes local filesystems do; with
 	 * the writeback cache the kernel's fallocate calls it itself (Linux
@@ -695,11 +709,14 @@ static int room_for(uint64_t ino, int mode, uint64_t off, uint64_t len)
 void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		     struct fuse_file_info *fi)
 {
-	struct falloc_args a = {.ino = ino, .mode = mode, .off = (uint64_t)offset,
+	gid_t groups[NGROUPS_KEEP];
+	struct fs_cred c;
+	struct falloc_args a = {.ino = ino, .mode = mode, .cred = &c, .off = (uint64_t)offset,
 				.len = (uint64_t)length, .from = (uint64_t)offset};
 	int rc, changed = 0;
 
 	(void)fi;
+	fs_caller(req, 1, &c, groups);
 	/* the kernel sends no other mode (collapse and insert range never
 	 * reach a FUSE filesystem) and checks the mixes first; checked again
 	 * here all the same */
@@ -724,7 +741,9 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off
 		} while (rc == 0 && a.next < a.stop);
 		a.blocks_changed = changed;
 	}
-	if (a.blocks_changed)
+	if (a.killed)
+		fs_notify_inval(ino, -1, 0); /* the mode the kernel caches */
+	else if (a.blocks_changed)
 		notify_blocks(ino);
 	fuse_reply_err(req, -rc);
 }

@@ -273,6 +273,13 @@ int fs_do_getattr(uint64_t ino, int open_file, struct stat *out);
 int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
 		  struct stat *out);
 int fs_do_statfs(struct statvfs *out);
+/* The kernel's rule for a change of a file's data by c (should_remove_suid
+ * and setattr_should_drop_sgid in Linux): set-user-ID goes, and
+ * set-group-ID where the group may execute or c is outside the file's
+ * group; root (CAP_FSETID) keeps both. FUSE leaves it to kvfs for
+ * fallocate and copy_file_range. Returns whether in->mode changed (the
+ * caller stores it and drops the kernel's attributes). */
+int fs_kill_suidgid(const struct fs_cred *c, struct kv_inode *in);
 void fs_do_forget(uint64_t ino, uint64_t nlookup);
 
 /* dir.c. mode: the permission bits (mknod: and the type; no type makes a
@@ -288,12 +295,13 @@ int fs_do_symlink(const char *target, uint64_t parent, const char *name,
 int fs_do_create(uint64_t parent, const char *name, uint32_t mode, const struct fs_cred *c,
 		 struct stat *out);
 int fs_do_link(uint64_t ino, uint64_t newparent, const char *newname, struct stat *out);
-/* file.c: copy_file_range(2): up to len bytes of file in at off_in copied
- * to file out at off_out, *copied of them (fewer at the source's end; a
+/* file.c: copy_file_range(2) by c: up to len bytes of file in at off_in
+ * copied to file out at off_out (its set-ID bits go as fs_kill_suidgid
+ * says), *copied of them (fewer at the source's end; a
  * short count when a later piece fails). -EISDIR, -EINVAL (not a regular
  * file), -ENOSPC, -EIO. */
 int fs_do_copy_range(uint64_t in, uint64_t off_in, uint64_t out, uint64_t off_out, size_t len,
-		     size_t *copied);
+		     const struct fs_cred *c, size_t *copied);
 /* xattr.c: the ACL name (KV_ACL_ACCESS or KV_ACL_DEFAULT) of inode ino in
  * t, copied into buf (KV_ACL_SIZE_MAX bytes), *len its length. -ENODATA:
  * none, or ACLs are off (-o noacl); -EIO: a damaged one (logged). */

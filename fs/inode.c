@@ -506,6 +506,22 @@ static int setattr_lazily(uint64_t ino, const struct stat *at, int to_set, int o
 	return fs_pending_queue(&p, out->nlink == 0 ? KV_OP_RESERVE : 0) == 0;
 }
 
+int fs_kill_suidgid(const struct fs_cred *c, struct kv_inode *in)
+{
+	uint32_t kill = 0;
+
+	if (c->uid == 0 || !S_ISREG(in->mode))
+		return 0;
+	if (in->mode & S_ISUID)
+		kill |= S_ISUID;
+	/* without group execute the bit marks mandatory locking, which the
+	 * file's group members may keep */
+	if ((in->mode & S_ISGID) && ((in->mode & S_IXGRP) || !fs_cred_in_group(c, in->gid)))
+		kill |= S_ISGID;
+	in->mode &= ~kill;
+	return kill != 0;
+}
+
 int fs_do_setattr(uint64_t ino, const struct stat *attr, int to_set, int open_file,
 		  struct stat *out)
 {

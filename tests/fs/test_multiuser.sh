@@ -105,6 +105,38 @@ more"
 	allowed "truncate a 4777 file" truncate -s 3 "$d/suid-trunc"
 	same "mode after the user's truncate of a 4777 file" "$(mode_of "$d/suid-trunc")" 777
 	same "the write itself landed" "$(cat "$d/suid")" x
+	# fallocate, punch hole, zero range and copy_file_range change data as a
+	# write does, and FUSE leaves the rule to the filesystem (xfstests
+	# generic/683-685): set-user-ID goes, and set-group-ID where the group
+	# executes or the user is outside the file's group (root's here)
+	local how
+	for how in "" "-p -l 1 -o 0" "-z -l 1 -o 0" copy; do
+		for m in 4777 2777 2666 6766; do
+			touch "$d/fa"
+			chmod "$m" "$d/fa"
+			if [ "$how" = copy ]; then
+				allowed "copy_file_range into a $m file" /usr/bin/python3 -c \
+					"import os; i = os.open('$d/theirs', os.O_RDONLY); o = os.open('$d/fa', os.O_WRONLY); os.copy_file_range(i, o, 3)"
+			else
+				allowed "fallocate $how a $m file" fallocate ${how:--l 4096} "$d/fa"
+			fi
+			want=$(printf '%o' $((8#$m & ~8#6000)))
+			same "mode after the user's ${how:-fallocate} of a $m file" "$(mode_of "$d/fa")" "$want"
+			rm -f "$d/fa"
+		done
+	done
+	# a member of the file's group keeps set-group-ID without group execute
+	touch "$d/fa"
+	chgrp "$G" "$d/fa"
+	chmod 2666 "$d/fa"
+	allowed "fallocate a 2666 file of the user's group" fallocate -l 4096 "$d/fa"
+	same "mode after a group member's fallocate of a 2666 file" "$(mode_of "$d/fa")" 2666
+	# root's fallocate keeps them
+	chmod 6777 "$d/fa"
+	fallocate -l 8192 "$d/fa"
+	same "mode after root's fallocate of a 6777 file" "$(mode_of "$d/fa")" 6777
+	rm -f "$d/fa"
+
 	# root's own write keeps them (CAP_FSETID)
 	touch "$d/rootsuid"
 	chmod 4755 "$d/rootsuid"
