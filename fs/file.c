@@ -425,7 +425,16 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (a.blocks_changed) /* before the reply: an fsync waiting on it sees it */
+	/* An O_DIRECT write(2) bypassed the page cache, which keep_cache lets
+	 * outlive every open. The kernel drops the range's pages around a
+	 * synchronous one but not after an asynchronous one, and a buffered
+	 * read in flight meanwhile fills them with what it read before this
+	 * write was applied (xfstests generic/451): drop them here, before the
+	 * reply. The kernel waits for the pages a read in flight holds
+	 * locked, so no page filled before this write outlives it. */
+	if (!a.write_back && fi && (fi->flags & O_DIRECT))
+		fs_notify_inval(ino, (int64_t)a.off, (int64_t)size);
+	else if (a.blocks_changed) /* before the reply: an fsync waiting on it sees it */
 		notify_blocks(ino);
 	fuse_reply_write(req, size);
 }

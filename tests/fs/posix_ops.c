@@ -842,6 +842,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fallocate),
 		cmocka_unit_test(test_zero_range),
 		cmocka_unit_test(test_copy_file_range),
+		cmocka_unit_test(test_direct_write_buffered_read),
 		cmocka_unit_test(test_acl_access),
 		cmocka_unit_test_setup_teardown(test_acl_default, px_umask_save, px_umask_restore),
 		cmocka_unit_test(test_mkdir_rmdir),

@@ -2,7 +2,8 @@
  * posix_ops.h - helpers shared by the files of the posix_ops suite
  * (posix_ops.c: files, data, attributes; posix_names.c: names, rename,
  * listings, removed-but-open objects; posix_xattr.c: extended attributes;
- * posix_acl.c: POSIX ACLs; posix_copy.c: copy_file_range).
+ * posix_acl.c: POSIX ACLs; posix_copy.c: copy_file_range; posix_direct.c:
+ * O_DIRECT writes beside buffered reads).
  *
  * Every test starts with px_enter(name): it makes DIR/name and changes into
  * it, so the tests use plain relative paths and never see each other's files.
@@ -79,5 +80,8 @@ int px_umask_restore(void **state);  /* and teardown */
 
 /* posix_copy.c */
 void test_copy_file_range(void **state);
+
+/* posix_direct.c */
+void test_direct_write_buffered_read(void **state);
 
 #endif
