@@ -6,9 +6,14 @@
 #   ./dev.sh test   install missing packages, build, run the whole test suite
 #   ./dev.sh down   unmount the default image
 #   ./dev.sh check  what CI runs: test, then the whole suite again under
-#                   ASan+UBSan (build-asan/), the unit tests under valgrind
-#                   memcheck, 60 s of fuzzing (tests/fuzz/), and the Debian
-#                   package test (tests/pkg/); any report fails it
+#                   ASan+UBSan (build-asan/) at the depth chosen for it
+#                   (KVFS_TEST_DEPTH=quick: fewer difftest seeds, power-loss
+#                   points and crash rounds, a smaller bigdir), the unit tests
+#                   under valgrind memcheck, 60 s of fuzzing (tests/fuzz/),
+#                   and the Debian package test (tests/pkg/); any report
+#                   fails it. Ends with the ten slowest tests.
+#   ./dev.sh check --full   the same with the sanitizer pass at full depth:
+#                   run it before resolving write-path or transport work
 #
 # Environment: KVFS_IMAGE (default /var/lib/kvfs/default.img),
 # KVFS_MNT (default /mnt/kvfs), BUILD_DIR (default ./build),
@@ -47,7 +52,8 @@ build() {
 	local type=Release san=OFF
 	[ "${KVFS_SANITIZE:-0}" = 1 ] && { type=Debug; san=ON; }
 	say "building in $BUILD_DIR ($type)"
-	cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=$type -DKVFS_SANITIZE=$san >/dev/null
+	cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=$type -DKVFS_SANITIZE=$san \
+		-DKVFS_ASSERTS=ON >/dev/null
 	cmake --build "$BUILD_DIR" -j"$(nproc)"
 }
 
@@ -80,40 +86,79 @@ cmd_down() {
 	fi
 }
 
+# ctest in the current directory, its output kept in ctest.log for slowest
+ctest_logged() {
+	local rc=0
+	ctest --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee ctest.log || rc=$?
+	return "$rc"
+}
+
 cmd_test() {
 	install_deps
 	build
 	say "running the test suite"
 	cd "$BUILD_DIR"
-	ctest --output-on-failure -j"$(nproc)" --timeout 900
+	ctest_logged --timeout 900
 }
 
-cmd_check() {
-	cmd_test
-	say "the whole suite under ASan+UBSan"
-	BUILD_DIR=$ROOT/build-asan KVFS_SANITIZE=1 build
-	(cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 \
-		ctest --output-on-failure -j"$(nproc)" --timeout 1800)
-	say "unit tests under valgrind memcheck"
+# The ten slowest tests of the passes whose ctest.log files are given, as
+# "seconds pass name", so that a test's creep shows in every CI log.
+slowest() {
+	local log
+	for log in "$@"; do
+		[ -f "$log" ] || continue
+		sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" |
+			awk -v pass="$(basename "$(dirname "$log")")" '{ printf "%8.1f s  %-10s %s\n", $1, pass, $2 }'
+	done | sort -rn | head -10
+}
+
+# valgrind memcheck over one unit test binary; its log beside it
+valgrind_one() {
+	local t=$1 wrap=() rc=0
+	# the engine test runs on a PostgreSQL cluster of its own
+	[ "$(basename "$t")" = test_engine ] && wrap=(bash "$ROOT/tests/pg/cluster.sh" run -o)
+	timeout 900 "${wrap[@]}" valgrind -q --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect --error-exitcode=1 "$t" \
+		>/dev/null 2>"$t.valgrind.log" || rc=$?
+	echo "$rc" >"$t.valgrind.rc"
+}
+
+# The unit tests under valgrind, as many at a time as there are cores.
+valgrind_units() {
 	local t fails=0 runs=0 rc
 	for t in "$BUILD_DIR"/tests/unit/test_*; do
-		[ -x "$t" ] || continue
-		local wrap=()
-		# the engine test runs on a PostgreSQL cluster of its own
-		[ "$(basename "$t")" = test_engine ] && wrap=(bash "$ROOT/tests/pg/cluster.sh" run -o)
+		[ -x "$t" ] && [ "${t%.valgrind.*}" = "$t" ] || continue
+		while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+		valgrind_one "$t" &
+	done
+	wait
+	for t in "$BUILD_DIR"/tests/unit/test_*.valgrind.rc; do
+		[ -f "$t" ] || continue
+		rc=$(cat "$t")
+		[ "$rc" -eq 77 ] && continue # skipped: no server binaries
 		runs=$((runs + 1))
-		rc=0
-		timeout 900 "${wrap[@]}" valgrind -q --leak-check=full \
-			--errors-for-leak-kinds=definite,indirect --error-exitcode=1 "$t" \
-			>/dev/null 2>"$BUILD_DIR/valgrind.log" || rc=$?
-		[ "$rc" -eq 77 ] && runs=$((runs - 1)) # skipped: no server binaries
-		if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
-			echo "valgrind: $(basename "$t") failed:"; cat "$BUILD_DIR/valgrind.log"
+		if [ "$rc" -ne 0 ]; then
+			echo "valgrind: $(basename "${t%.valgrind.rc}") failed:"
+			cat "${t%.rc}.log"
 			fails=$((fails + 1))
 		fi
 	done
 	echo "valgrind: $((runs - fails)) passed, $fails failed"
-	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ] || return 1
+	[ "$fails" -eq 0 ] && [ "$runs" -gt 0 ]
+}
+
+cmd_check() {
+	local depth=quick
+	[ "${1:-}" = --full ] && depth=full
+	SECONDS=0
+	cmd_test
+	say "the whole suite under ASan+UBSan (depth: $depth)"
+	BUILD_DIR=$ROOT/build-asan KVFS_SANITIZE=1 build
+	(cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 KVFS_TEST_DEPTH=$depth \
+		ctest_logged --timeout 1800)
+	say "unit tests under valgrind memcheck"
+	rm -f "$BUILD_DIR"/tests/unit/test_*.valgrind.*
+	valgrind_units
 	say "fuzzing image open, fsck and dump for 60 s (libFuzzer, ASan, UBSan)"
 	bash "$ROOT/tests/fuzz/build.sh" "$ROOT/build-fuzz" >/dev/null
 	rm -rf "$ROOT/build-fuzz/corpus" && cp -r "$ROOT/tests/corpus/fuzz_image" "$ROOT/build-fuzz/corpus"
@@ -125,15 +170,18 @@ cmd_check() {
 	local rc=0
 	bash "$ROOT/tests/pkg/test_deb.sh" "$ROOT" || rc=$?
 	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]
+	say "the ten slowest tests"
+	slowest "$BUILD_DIR/ctest.log" "$ROOT/build-asan/ctest.log"
+	say "check passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 }
 
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 test) cmd_test ;;
-check) cmd_check ;;
+check) cmd_check "${2:-}" ;;
 *)
-	echo "usage: $0 up|down|test|check" >&2
+	echo "usage: $0 up|down|test|check [--full]" >&2
 	exit 2
 	;;
 esac

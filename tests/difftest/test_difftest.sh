@@ -17,7 +17,8 @@
 # Environment: KVFS_BIN, MKFS_BIN; KVFS_DIFFTEST_SEEDS (default 75),
 # KVFS_DIFFTEST_NOWB_SEEDS (40), KVFS_DIFFTEST_ATIME_SEEDS (8) and
 # KVFS_DIFFTEST_WINDOW_SEEDS (12, twice), KVFS_DIFFTEST_SEEK_SEEDS (30) seeds of
-# KVFS_DIFFTEST_OPS (2000) ops each. Long runs: difftest --minutes 60 MNT/dir /dev/shm/dir by hand.
+# KVFS_DIFFTEST_OPS (2000) ops each; a fifth of the seeds (at least one of
+# each kind) at KVFS_TEST_DEPTH=quick (lib.sh). Long runs: difftest --minutes 60 MNT/dir /dev/shm/dir by hand.
 . "$(dirname "$0")/../fs/lib.sh"
 BIN=$1
 WB=${KVFS_DIFFTEST_SEEDS:-75}
@@ -28,6 +29,9 @@ SEEK=${KVFS_DIFFTEST_SEEK_SEEDS:-30}
 ZSTD=${KVFS_DIFFTEST_COMPRESS_SEEDS:-20}
 DT_ARGS=
 OPS=${KVFS_DIFFTEST_OPS:-2000}
+fifth() { depth "$1" $((($1 + 4) / 5)); }
+WB=$(fifth "$WB") NOWB=$(fifth "$NOWB") ATIME=$(fifth "$ATIME")
+WIN=$(fifth "$WIN") SEEK=$(fifth "$SEEK") ZSTD=$(fifth "$ZSTD")
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" != tmpfs ]; then
 	echo "SKIP: no tmpfs at /dev/shm for the reference"
 	exit 77

@@ -2,7 +2,8 @@
 # Source it; it sets T (a temporary directory removed on exit), IMG, MNT.
 # Tests that need /dev/fuse exit 77 (skipped) where it is missing.
 #
-# Environment: KVFS_BIN, MKFS_BIN (the binaries under test).
+# Environment: KVFS_BIN, MKFS_BIN (the binaries under test); KVFS_TEST_DEPTH
+# (full, the default, or quick: see depth below).
 
 set -u
 if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
@@ -27,6 +28,15 @@ fi
 # and any report fails the test at exit
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+
+# depth FULL QUICK: how much of a randomized or sized run to do (seeds,
+# rounds, entries). The Release pass runs FULL; the sanitizer pass, where an
+# operation costs 5-50 times as much and what is sought is a memory or UB
+# fault on a path (which the first seeds already take), runs QUICK:
+# dev.sh check sets KVFS_TEST_DEPTH=quick there unless given --full.
+depth() {
+	if [ "${KVFS_TEST_DEPTH:-full}" = quick ]; then echo "$2"; else echo "$1"; fi
+}
 
 # Counted checks: expect NAME COMMAND... passes when COMMAND succeeds; ok and
 # bad count one result; kvfs_results prints the counts and fails on any bad.

@@ -8,7 +8,7 @@
 # freed at mount.
 . "$(dirname "$0")/lib.sh"
 BIN=$1
-ROUNDS=${KVFS_CRASH_ROUNDS:-20}
+ROUNDS=${KVFS_CRASH_ROUNDS:-$(depth 20 6)}
 MODES=(fsync full none)
 kvfs_mkfs
 fails=0

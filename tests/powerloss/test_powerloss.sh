@@ -17,7 +17,8 @@
 # to measure it: reported, never failed on, no image kept), KVFS_POWERLOSS_OPS
 # (workload ops: 1500, 800 in a sanitizer build, whose daemon is slower),
 # KVFS_POWERLOSS_POINTS (crash points per mode: 180, 60 in a sanitizer build,
-# whose fsck and dump are slower; 0: every sync and as many more),
+# whose fsck and dump are slower, a third of that at KVFS_TEST_DEPTH=quick;
+# 0: every sync and as many more),
 # KVFS_POWERLOSS_SEED (default: random, printed). A failing image
 # is kept with the log and the base copy under /tmp/kvfs-powerloss.*, with
 # the command that rebuilds it. Each mode's time is printed.
@@ -46,6 +47,7 @@ if [ -n "$asan" ]; then
 	POINTS=${KVFS_POWERLOSS_POINTS:-60}
 	OPS=${KVFS_POWERLOSS_OPS:-800}
 fi
+POINTS=$(depth "$POINTS" $(((POINTS + 2) / 3))) # quick: a third of the points
 
 KEEP=$(mktemp -d /tmp/kvfs-powerloss.XXXXXX)
 keep_cleanup() { rmdir "$KEEP" 2>/dev/null; }
