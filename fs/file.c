@@ -2,12 +2,17 @@
  * file.c - file contents: open, read, write, fsync, fallocate, lseek.
  *
  * Invariants:
- *  1. read replies straight from the memory map: the iovecs that
+ *  1. read replies straight from the store's values (an image's memory
+ *     map; a database's results, kept by its connection): the iovecs that
  *     kv_data_read gives are written to /dev/fuse behind a reply header
  *     while the read transaction still pins them, then the transaction is
  *     reset. No copy, no allocation (a read of more segments than writev
  *     takes falls back to one copy into a per-thread buffer).
- *  2. write replies only after the commit that holds the data.
+ *  2. write replies once the store told it (kv_write returned): without a
+ *     window (durability=full, window=0, an image near full, a shared
+ *     store's mount that is not alone) after the commit that holds the
+ *     data; with one, once the data is applied in it (kv/window.c), and the
+ *     window commits within window ms and before any fsync returns.
  *  3. With the writeback cache the kernel holds data kvfs has not seen yet:
  *     SEEK_DATA/SEEK_HOLE are left to the kernel, and a change of a file's
  *     block count drops the attributes the kernel caches.
@@ -112,8 +117,9 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	(void)datasync;
 	/* the kernel has written back what it had: a failure is reported now */
 	fs_itable_settled(ino);
-	/* every write before this was committed before it was answered; the
-	 * times the kernel wrote back (of any file) may still be queued */
+	/* every write before this was committed, or applied in the window
+	 * that fs_sync commits first; the times the kernel wrote back (of any
+	 * file) may still be queued */
 	fs_pending_settle(0);
 	rc = fs_sync();
 	/* a shared store that lost acknowledged changes of this file, or

@@ -6,8 +6,8 @@
  * The cores (fs_do_*) know nothing of FUSE requests: the unit tests run
  * them on an image without a mount. File data (file.c) and extended
  * attributes (xattr.c) still work in their handlers around the store's
- * writer; read and getxattr reply from the map inside their read
- * transaction, which no core could do.
+ * writer; read and getxattr reply from the store's values (an image's
+ * map) inside their read transaction, which no core could do.
  *
  * An inode's lookup count (the kernel's references, see itable.c):
  *

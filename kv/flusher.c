@@ -20,7 +20,9 @@
  * Both calls work on the image's file and change none of its bytes or its
  * size, so they need neither the writer's role nor the map lock. At close
  * kv_room_close gives back the allocation past the end, but for the
- * reserve room.c keeps there.
+ * reserve room.c keeps there. The thread runs with every writer (writer.c
+ * starts it); on a store without a file of its own (PostgreSQL: lock_fd
+ * -1) its fstat fails and a kick does nothing.
  *
  * Invariants:
  *  1. The image's size and contents are changed only by LMDB and by

@@ -7,12 +7,12 @@
  *     counter lives in memory in the writer and is stored in the superblock
  *     by the commit of any batch that moved it.
  *  2. kv_inode_get copies the fixed fields and hands out the inline data as a
- *     pointer into the map in a read txn: no allocation. In a write txn it
- *     copies the inline data to a slot of the writer's env->ibuf: a record
- *     found in a page the txn already changed moves when another record of
- *     that page is put or deleted, so a pointer into it would go stale
- *     within the op (seen: a symlink's target lost in a rename batched after
- *     an orphan's purge).
+ *     pointer into the engine's value in a read txn (LMDB: into the map):
+ *     no allocation. In a write txn it copies the inline data to a slot of
+ *     the writer's env->ibuf: a record found in a page the txn already
+ *     changed moves when another record of that page is put or deleted, so
+ *     a pointer into it would go stale within the op (seen: a symlink's
+ *     target lost in a rename batched after an orphan's purge).
  */
 #include <assert.h>
 #include <errno.h>

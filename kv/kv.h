@@ -1,45 +1,59 @@
 /*
- * kv.h - the kvfs store: one LMDB image file holding a whole filesystem.
+ * kv.h - the kvfs store: a whole filesystem's records (superblock, inodes,
+ * directory entries, data blocks, xattrs and ACLs, orphans, shared blocks)
+ * kept by an engine (engine.h): one LMDB image file, or a PostgreSQL
+ * database that several hosts mount (docs/SCALE.md).
  *
  * This is the only header the daemon (fs/) and the tools (tools/) include;
- * LMDB stays behind it. Every function returns 0 (or a count where it says
- * so) on success and a negative errno on failure. The on-disk format these
- * functions read and write is described byte by byte in docs/FORMAT.md.
+ * the engines, and lmdb.h and libpq-fe.h with them, stay behind it. Every
+ * function returns 0 (or a count where it says so) on success and a
+ * negative errno on failure. The records these functions read and write are
+ * described byte by byte in docs/FORMAT.md; they are the same on both
+ * engines. docs/ARCHITECTURE.md defines the words used here (role, window,
+ * told, lazy, settle, reserve, ...).
  *
  * Transactions.
  *   Read side: kv_read_begin() hands the calling thread its own read-only
- *   transaction, recycled across calls (reset/renew), never opened per call.
- *   Pointers it returns (inline data, names, block bytes, xattr values) point
- *   into the memory map and stay valid until kv_read_end(). A thread holds at
- *   most one read transaction at a time and must end it before it blocks on
- *   anything else (a held reader pins old pages and the image grows).
+ *   transaction, recycled across calls, never opened per call: one snapshot
+ *   (engine.h contract 3). kv_read_begin_ino() also sees what the open
+ *   window holds (window.c). Pointers it returns (inline data, names, block
+ *   bytes, xattr values) point into the engine's memory (LMDB: the memory
+ *   map; PostgreSQL: the results its connection keeps) and stay valid until
+ *   kv_read_end(). A thread holds at most one read transaction at a time and
+ *   must end it before it blocks on anything else (a held reader pins old
+ *   pages and the image grows, and a growth of the map waits for it).
  *
  *       idle --kv_read_begin--> active --kv_read_end--> idle
  *                               (pointers valid)
  *
- *   Write side: one writer at a time owns the only write transaction.
- *   Callers submit operations (kv_submit / kv_write / kv_submit_lazy); the
- *   writer takes everything queued, runs each op's apply() in one batch
- *   transaction, commits once, then calls each op's done() with its result.
- *   An op whose apply() fails is rolled back alone (the batch is replayed
- *   with a nested transaction per op). apply() may run more than once (the
- *   map grew, or an op failed, and the batch was replayed): it must have no
- *   effect outside the transaction and its own result fields.
+ *   Write side: one thread at a time holds the writer's role and with it
+ *   the only write transaction (writer.c). Callers submit operations
+ *   (kv_submit / kv_write / kv_submit_lazy); the role runs each op's apply()
+ *   in a child transaction of a batch, or of the open window (window.c),
+ *   and tells the op (done(), or kv_write's return): after the commit that
+ *   holds it without a window (durability=full, window_ms 0), once it is
+ *   applied with one (the window commits within window_ms). An op whose
+ *   apply() fails is rolled back alone. apply() may run more than once (the
+ *   map grew, an op failed and the batch was replayed, or a guess on a
+ *   shared store was wrong): it must have no effect outside the transaction
+ *   and its own result fields.
  *
  * Errors. Each function lists every error it returns, as lmdb.h does. These
  * mean the same wherever they appear:
- *   -EIO     an LMDB failure, or a record that fails its checks (logged
- *            once, as "what: reason", through kv_set_log's function)
- *   -ENOSPC  in a write transaction: the map is full. apply() returns it as
- *            it is; the writer grows the map and runs apply() again, so the
- *            op's caller sees -ENOSPC only when the map cannot grow (the
- *            image is at its maximum or the disk is full)
- *   -EAGAIN  LMDB's reader table is full (too many threads hold read
- *            transactions at once); logged
+ *   -EIO     a failure of the engine (a damaged page, a server lost), or a
+ *            record that fails its checks (logged once, as "what: reason",
+ *            through kv_set_log's function)
+ *   -ENOSPC  in a write transaction: the store is full. On an image file
+ *            apply() returns it as it is; the writer grows the map and runs
+ *            apply() again, so the op's caller sees -ENOSPC only when the map
+ *            cannot grow (the image is at its maximum or the disk is full)
+ *   -EAGAIN  no room for another read transaction (LMDB's reader table is
+ *            full: too many threads hold read transactions at once); logged
  *   -EROFS   a write function called with a read transaction, or a write
- *            submitted to a read-only env
+ *            submitted to a read-only env (or to one whose window's commit
+ *            failed: window.c invariant 5)
  *   -ENOMEM  out of memory
- * kv_err (kv_int.h) is the one place LMDB's codes become these.
+ * kv_err (kv_int.h, err.c) is the one place an engine's codes become these.
  */
 #ifndef KVFS_KV_H
 #define KVFS_KV_H
@@ -176,9 +190,10 @@ struct kv_usage {
 };
 
 /* An inode as decoded from its record. inline_data holds a symlink's target:
- * it points into the map (read txn), into the writer's scratch memory (write
- * txn: valid to the end of the op, for the last KV_INL_SLOTS such inodes it
- * got) or into caller memory (kv_inode_put). */
+ * it points into the engine's value (read txn: LMDB's map, engine.h
+ * contract 5), into the writer's scratch memory (write txn: valid to the
+ * end of the op, for the last KV_INL_SLOTS such inodes it got) or into
+ * caller memory (kv_inode_put). */
 struct kv_inode {
 	uint64_t ino;
 	uint32_t mode, uid, gid, nlink;
@@ -196,7 +211,7 @@ struct kv_dirent {
 	uint64_t ino;
 	uint8_t type;     /* DT_* value: kv_dirent_type(mode) */
 	uint8_t namelen;
-	const char *name; /* not NUL-terminated; into the map */
+	const char *name; /* not NUL-terminated; into the engine's value */
 };
 
 /* The type a directory entry records for an inode of this mode: the DT_*
@@ -250,9 +265,10 @@ int kv_image_is_url(const char *image);
  * file (-ENOENT: no such directory, -EACCES, -EROFS, ...). */
 int kv_mkfs(const char *path, const struct kv_mkfs_opts *opts, char *err, size_t errlen);
 
-/* Open an image. A read-write open takes an exclusive lock on the image and
- * starts the writer thread; a second read-write open fails with -EBUSY.
- * err receives a one-line message on failure.
+/* Open an image. A read-write open takes the image's lock (an image file:
+ * flock, exclusive; a database: an advisory lock, shared by mounts
+ * (kv_open_opts.mount), whole for any other read-write open) and starts the
+ * writer thread; an open the lock refuses fails with -EBUSY. err receives a one-line message on failure.
  * -EINVAL: not a kvfs image (foreign file, empty, random bytes).
  * -EPROTONOSUPPORT: a format version or incompatible feature this build does
  *  not know. -EIO: truncated or damaged. -EBUSY: mounted or opened
@@ -320,8 +336,9 @@ typedef void (*kv_done_fn)(void *arg, int rc);
 
 struct kv_op {
 	kv_apply_fn apply;
-	kv_done_fn done; /* called after the commit, on the thread that ran the
-	                    batch; may be NULL */
+	kv_done_fn done; /* called when the op is told (this file's preamble: after
+	                    the commit, or once applied in the window), on the
+	                    thread that applied it; may be NULL */
 	void *arg;
 	unsigned flags;
 	/* owned by the store while queued */
@@ -335,8 +352,10 @@ struct kv_op {
  * take room for good. */
 int kv_txn_reserved(const kv_txn *txn);
 
-/* Queue op; done(arg, rc) follows the commit that holds it (rc < 0: rolled
- * back). rc is apply()'s result, or, when apply() succeeded and the batch
+/* Queue op; done(arg, rc) follows the commit that holds it, or with a
+ * window its apply in the window (an op flagged KV_OP_SYNC or KV_OP_COMMIT
+ * still waits for the window's commit); rc < 0: rolled back. rc is
+ * apply()'s result, or, when apply() succeeded and the batch
  * did not commit: -ENOSPC (the map cannot grow, or the image is full but
  * for the reserve and op may not use it), -EFBIG (op alone is too large for
  * one transaction), -EIO, -ENOMEM; with KV_OP_SYNC, the sync's -EIO or
@@ -345,15 +364,18 @@ int kv_txn_reserved(const kv_txn *txn);
 int kv_submit(kv_env *env, struct kv_op *op);
 /* Queue op for later: it joins the next batch anyone runs, or runs within
  * KV_LAZY_MS when no batch comes (for work nobody waits for, such as freeing
- * an orphan: it then costs no commit of its own). Same contract as
+ * an orphan: it then costs no commit of its own); with a window the writer
+ * thread applies it into the window at once. Same contract as
  * kv_submit(). */
 #define KV_LAZY_MS 50
 int kv_submit_lazy(kv_env *env, struct kv_op *op);
-/* Commit the lazy ops queued now, if any (before an answer that counts what
- * they change, such as the free space after a delete). 0 on a read-only
- * env; the commit's errors as kv_write's. */
+/* Commit the lazy ops queued now, if any, and with a window what it holds
+ * (before an answer that counts what they change, such as the free space
+ * after a delete). 0 on a read-only env; the commit's errors as
+ * kv_write's. */
 int kv_settle(kv_env *env);
-/* Submit and wait: returns apply()'s result once committed, or the errors
+/* Submit and wait: returns apply()'s result once the op is told (once
+ * committed, or with a window once applied in it), or the errors
  * kv_submit hands done(); -EROFS on a read-only env. The calling thread
  * holds no read transaction (a map growth waits for every reader) and is
  * not running an apply() or done() (it would wait for itself); debug builds
@@ -415,7 +437,8 @@ int kv_dir_next(kv_txn *txn, uint64_t dir, uint64_t *cookie, struct kv_dirent *o
 /* ---- file data ---- */
 
 /* Describe bytes [off, off + len) of a file of the given size as iovecs into
- * the map (holes and short tails point at a static zero buffer). Returns the
+ * the engine's values (LMDB: the map; a compressed block: the reader's
+ * scratch, zstd.c; holes and short tails: a static zero buffer). Returns the
  * byte count (0 at or past EOF) and sets *iovcnt; -EIO on a checksum
  * mismatch; -E2BIG when iovmax is too small for the range. */
 ssize_t kv_data_read(kv_txn *txn, uint64_t ino, uint64_t size, uint64_t off, size_t len,
@@ -604,9 +627,9 @@ int kv_db_count(kv_txn *txn, enum kv_db db, uint64_t *count);
 
 /* A cursor over one database in key order. kv_iter_next returns the records
  * from the first key (or the key kv_iter_seek found) on; -ENOENT at the end.
- * Keys and values point into the map, valid until the next call or the end
- * of the transaction. An iterator allocates once, at open. kv_iter_open:
- * -ENOMEM, -EIO. */
+ * Keys and values point into the engine's values (LMDB: the map), valid
+ * until the next call or the end of the transaction. An iterator allocates
+ * once, at open. kv_iter_open: -ENOMEM, -EIO. */
 int kv_iter_open(kv_txn *txn, enum kv_db db, kv_iter **out);
 /* Position at the first key >= key; the next kv_iter_next returns it.
  * -ENOENT: no such key (the iterator is at its end). -EIO. */

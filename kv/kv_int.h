@@ -3,7 +3,12 @@
  * transaction structures, the key and record encodings of docs/FORMAT.md
  * (codec.c, hash.c), the calls into the engine below (engine.h), and the
  * one place the engine's codes become errno values (err.c). Only the LMDB
- * engine's files (lmdb.c, room.c, tail.c, flusher.c) see LMDB (lmdb_int.h).
+ * engine's files see LMDB (lmdb_int.h: lmdb.c, and room.c and tail.c, which
+ * manage its image file; flusher.c works on the file through env->lock_fd
+ * and sees no LMDB), and only the PostgreSQL engine's see libpq (pg_int.h:
+ * pg*.c). The writer and the window still call room.c and flusher.c
+ * directly (writer.h), not through engine.h: room.c answers for a store
+ * without a map (engine.h: map) itself.
  *
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record
@@ -11,9 +16,9 @@
  *  2. Only the holder of the writer's role (writer.c: the writer thread or
  *     a leading kv_write caller) holds a write transaction; env->wbuf and
  *     env->next_ino are the role's alone.
- *  3. The map is resized only with env->map_lock held for writing, so no
- *     reader holds a pointer into the map while it moves; the thread that
- *     resizes it holds no transaction of its own.
+ *  3. (LMDB) The map is resized only with env->map_lock held for writing,
+ *     so no reader holds a pointer into the map while it moves; the thread
+ *     that resizes it holds no transaction of its own (lmdb.c invariant 3).
  *  4. A read transaction is used only by the thread it belongs to, between
  *     its kv_read_begin and kv_read_end.
  *

@@ -1,10 +1,13 @@
 /*
  * pg_int.h - shared by the PostgreSQL engine's files: pg.c (the calls of
- * engine.h: transactions, records, cursors, create and open), pg_conn.c
- * (its connections: connect, the pipeline and its results, errors, reset,
- * the pool of idle connections), pg_cache.c (what a transaction knows of
- * its records), pg_guess.c (what the mount knew of them at its last
- * commit) and pg_listen.c (many mounts). Nothing else includes it.
+ * engine.h: transactions, records, create and open), pg_cursor.c (its
+ * cursors), pg_stmt.c (its prepared statements), pg_conn.c (its
+ * connections: connect, the pipeline and its results, errors, reset, the
+ * pool of idle connections), pg_cache.c (what a transaction knows of its
+ * records), pg_guess.c (what the mount knew of them at its last commit),
+ * pg_listen.c (many mounts: the writers' lock, the listener) and
+ * pg_lease.c (a mount alone). Nothing else includes it, and it alone
+ * includes libpq-fe.h.
  */
 #ifndef KVFS_PG_INT_H
 #define KVFS_PG_INT_H
