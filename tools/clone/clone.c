@@ -28,8 +28,6 @@
 #include "cli.h"
 #include "kvfs_ioctl.h"
 
-#define EXIT_USAGE 16
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -96,15 +94,8 @@ int main(int argc, char **argv)
 		case 'v':
 			verbose = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			cli_print_version();
-			return 0;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* -h, -V, and the usage errors */
+			return cli_other_option(c, argv, usage);
 		}
 	}
 	if (argc - optind != 2) {
