@@ -163,6 +163,9 @@ struct kv_engine {
 	/* A copy of the store for kv_backup; -EOPNOTSUPP with a message in err
 	 * where the database's own tools do it. */
 	int (*backup)(kv_env *e, const char *dest, char *err, size_t errlen);
+	/* The words for a failure code of the engine's own (contract 2); NULL
+	 * where it has none. The KV_E* codes and errno values have one table
+	 * for every engine, kv_strerror (err.c), which is what callers use. */
 	const char *(*strerror)(int code);
 	/* Shared stores only (the others: NULL). Send msg (text, len bytes,
 	 * at most KV_CHANGE_MSG_MAX) to the store's other mounts when the

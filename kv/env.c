@@ -154,7 +154,7 @@ static int open_records(kv_env *e, char *err, size_t errlen)
 
 	mrc = e->eng->txn_begin(e, NULL, KV_TXN_RDONLY, &txn);
 	if (mrc) {
-		kv_seterr(err, errlen, "'%s': %s", e->path, e->eng->strerror(mrc));
+		kv_seterr(err, errlen, "'%s': %s", e->path, kv_strerror(mrc));
 		return kv_err(NULL, mrc, NULL);
 	}
 	rc = open_super(e, txn, err, errlen);

@@ -1,7 +1,8 @@
 /*
  * err.c - the store's errors and its log: the one mapping from the engine's
- * return codes (engine.h) to errno values (kv_err), the log lines (kv_log, kv_set_log) and the
- * one-line messages kv_mkfs, kv_open and kv_backup hand back (kv_seterr).
+ * return codes (engine.h) to errno values (kv_err), their one table of words
+ * (kv_strerror), the log lines (kv_log, kv_set_log) and the one-line
+ * messages kv_mkfs, kv_open and kv_backup hand back (kv_seterr).
  *
  * Invariants:
  *  1. Every engine return code becomes an errno here and nowhere else. Code
@@ -52,24 +53,26 @@ void kv_log(const char *fmt, ...)
 		fprintf(stderr, "kvfs: %s\n", line);
 }
 
-/* The words for an engine code (its own KV_E* ones, or an errno value). */
-static const char *kv_strerror(int mrc)
+/* The one table of the engine codes' words, whatever the engine (kv_int.h):
+ * a code's words say what happened in kvfs's terms, true for every engine
+ * that returns it. */
+const char *kv_strerror(int mrc)
 {
 	switch (mrc) {
 	case KV_ENOTFOUND:
-		return "no such record";
+		return "no such key";
 	case KV_EKEYEXIST:
-		return "the record exists";
+		return "the key exists";
 	case KV_EMAP_FULL:
 		return "the store is full";
-	case KV_ETXN_FULL:
-		return "the transaction is too large";
+	case KV_ETXN_FULL: /* LMDB: too many pages changed; PostgreSQL: too many savepoints */
+		return "the transaction is too large or nested too deep";
 	case KV_EREADERS_FULL:
-		return "too many readers";
+		return "no room for another reader";
 	case KV_EINVAL:
-		return "not a store of this engine";
+		return "not a kvfs filesystem";
 	case KV_EVERSION:
-		return "a store of another engine version";
+		return "a kvfs filesystem of another kvfs or engine version";
 	case KV_EMAP_RESIZED:
 		return "the map was resized";
 	case KV_EGUESS:

@@ -355,6 +355,9 @@ static inline int kv_err(kv_txn *txn, int mrc, const char *what)
 {
 	return mrc ? kv_err_map(txn, mrc, what) : 0;
 }
+/* The words for an engine's return code (mrc as above, or a failure code of
+ * LMDB's own): one table for every engine, for messages and log lines. */
+const char *kv_strerror(int mrc);
 void kv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #ifndef NDEBUG

@@ -64,6 +64,8 @@ static char *lock_path(const char *path)
 	return p;
 }
 
+/* LMDB's words for a code of its own (MDB_CORRUPTED, ...): the KV_E* codes
+ * have kvfs's (kv_strerror). */
 static const char *lmdb_strerror(int code)
 {
 	return mdb_strerror(code);

@@ -719,8 +719,6 @@ static void pg_env_free(struct pg_env *pe)
 	free(pe);
 }
 
-static const char *pg_strerror(int code);
-
 /* create and open return 0 or a negative errno value, as the record
  * layer's kv_mkfs and kv_open do (lmdb.c too). */
 static int pg_neg(int rc)
@@ -761,7 +759,7 @@ static int pg_create(kv_env *e, int force, int (*init)(kv_env *e, kv_etxn *x, vo
 		x->active = 0; /* pg_top_done's, for the writer's level */
 		if (rc && err && !err[0])
 			kv_seterr(err, errlen, "'%s': %s", pe->disp,
-				  pe->w->last_err[0] ? pe->w->last_err : pg_strerror(rc));
+				  pe->w->last_err[0] ? pe->w->last_err : kv_strerror(rc));
 	}
 	e->eng_priv = NULL;
 free_pe:
@@ -905,31 +903,6 @@ static int pg_backup(kv_env *e, const char *dest, char *err, size_t errlen)
 	return -EOPNOTSUPP;
 }
 
-static const char *pg_strerror(int code)
-{
-	switch (code) {
-	case KV_ENOTFOUND:
-		return "no such key";
-	case KV_EKEYEXIST:
-		return "key exists";
-	case KV_EMAP_FULL:
-		return "database full";
-	case KV_ETXN_FULL:
-		return "transactions nested too deep";
-	case KV_EREADERS_FULL:
-		return "no room for another reader";
-	case KV_EINVAL:
-		return "not a kvfs filesystem";
-	case KV_EVERSION:
-		return "a kvfs filesystem of another version";
-	case KV_EMAP_RESIZED:
-		return "map resized";
-	case KV_EGUESS:
-		return "a guessed read was wrong";
-	}
-	return strerror(code);
-}
-
 const struct kv_engine kv_engine_pg = {
 	.name = "postgresql",
 	.create = pg_create,
@@ -955,7 +928,6 @@ const struct kv_engine kv_engine_pg = {
 	.sync = pg_sync_env,
 	.usage = pg_usage,
 	.backup = pg_backup,
-	.strerror = pg_strerror,
 	.publish = pg_publish,
 	.listen = pg_listen,
 	.lock = pg_lock,

@@ -211,6 +211,23 @@ int cli_one_image(int argc, int optind, void (*usage)(FILE *))
 	return EXIT_USAGE;
 }
 
+int cli_other_option(int c, char **argv, void (*usage)(FILE *))
+{
+	switch (c) {
+	case 'h':
+		usage(stdout);
+		return EXIT_OK;
+	case 'V':
+		cli_print_version();
+		return EXIT_OK;
+	default:
+		if (!opterr)
+			cli_error("unknown option '%s'", argv[optind - 1]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+}
+
 void cli_print_label(FILE *f, const char *label)
 {
 	if (!label[0]) {

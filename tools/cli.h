@@ -49,6 +49,13 @@ void cli_print_version(void);
  * 0 when it is there alone, else EXIT_USAGE after saying what is wrong
  * and printing usage to stderr. */
 int cli_one_image(int argc, int optind, void (*usage)(FILE *));
+/* The end of every tool's getopt_long switch: c, what getopt_long returned
+ * for an option the tool does not handle itself. -h prints usage on
+ * standard output, -V the version: EXIT_OK. Anything else is a usage error
+ * (an unknown option, a missing argument), which getopt has reported, or,
+ * where the tool turned opterr off, "unknown option 'ARG'" here; then usage
+ * on stderr: EXIT_USAGE. The tool returns the exit code at once. */
+int cli_other_option(int c, char **argv, void (*usage)(FILE *));
 /* The lock file LMDB makes beside an image ("IMAGE-lock") holds no state.
  * Whether it is there; remove it (a tool that made it, nobody else having
  * the image open). */

@@ -28,8 +28,6 @@
 #include "cli.h"
 #include "kvfs_ioctl.h"
 
-#define EXIT_USAGE 16
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -75,6 +73,67 @@ static const char *why(int err)
 	}
 }
 
+/* DST's parent directory and last component, into dparent and dname
+ * (PATH_MAX bytes each). 0, or -1 after saying what is wrong. */
+static int dst_split(const char *dst, char *dparent, char *dname)
+{
+	char a[PATH_MAX], b[PATH_MAX]; /* dirname and basename change them */
+	struct stat st;
+
+	if (strlen(dst) >= PATH_MAX) {
+		cli_error_at(dst, "name too long");
+		return -1;
+	}
+	snprintf(a, sizeof(a), "%s", dst);
+	snprintf(b, sizeof(b), "%s", dst);
+	snprintf(dparent, PATH_MAX, "%s", dirname(a));
+	snprintf(dname, PATH_MAX, "%s", basename(b));
+	if (strlen(dname) > KVFS_CLONE_NAME_MAX || !strcmp(dname, "/") || !strcmp(dname, ".") ||
+	    !strcmp(dname, "..")) {
+		cli_error_at(dst, "not a name a copy can take");
+		return -1;
+	}
+	if (lstat(dst, &st) == 0) {
+		cli_error_at(dst, "exists");
+		return -1;
+	}
+	return 0;
+}
+
+/* SRC opened, a directory or a regular file, its stat in *sst: the fd, or
+ * -1 after saying what is wrong. */
+static int src_open(const char *src, struct stat *sst)
+{
+	int fd;
+
+	/* the type before the open: opening a fifo waits for a writer, and a
+	 * device's open is the device's business; O_NONBLOCK covers a fifo put
+	 * in SRC's place between the two */
+	if (lstat(src, sst) != 0) {
+		cli_error_at(src, "%s", strerror(errno));
+		return -1;
+	}
+	if (S_ISLNK(sst->st_mode)) {
+		cli_error_at(src, "a symlink: copy it with cp -a");
+		return -1;
+	}
+	if (!S_ISDIR(sst->st_mode) && !S_ISREG(sst->st_mode)) {
+		cli_error_at(src, "not a directory or a regular file");
+		return -1;
+	}
+	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, sst) != 0) {
+		cli_error_at(src, "%s", errno == ELOOP ? "a symlink: copy it with cp -a"
+							: strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(sst->st_mode) && !S_ISREG(sst->st_mode)) {
+		cli_error_at(src, "not a directory or a regular file");
+		return -1;
+	}
+	return fd;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -86,7 +145,7 @@ int main(int argc, char **argv)
 	struct kvfs_clone_arg arg;
 	char dparent[PATH_MAX], dname[PATH_MAX];
 	const char *src, *dst;
-	struct stat sst, pst, dst_st;
+	struct stat sst, pst;
 	int c, fd, verbose = 0;
 	double t0;
 
@@ -96,15 +155,8 @@ int main(int argc, char **argv)
 		case 'v':
 			verbose = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			cli_print_version();
-			return 0;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* -h, -V, and the usage errors */
+			return cli_other_option(c, argv, usage);
 		}
 	}
 	if (argc - optind != 2) {
@@ -114,52 +166,8 @@ int main(int argc, char **argv)
 	}
 	src = argv[optind];
 	dst = argv[optind + 1];
-	if (strlen(dst) >= PATH_MAX) {
-		cli_error_at(dst, "name too long");
+	if (dst_split(dst, dparent, dname) != 0 || (fd = src_open(src, &sst)) < 0)
 		return 1;
-	}
-	{
-		char a[PATH_MAX], b[PATH_MAX]; /* dirname and basename change them */
-
-		snprintf(a, sizeof(a), "%s", dst);
-		snprintf(b, sizeof(b), "%s", dst);
-		snprintf(dparent, sizeof(dparent), "%s", dirname(a));
-		snprintf(dname, sizeof(dname), "%s", basename(b));
-	}
-	if (strlen(dname) > KVFS_CLONE_NAME_MAX || !strcmp(dname, "/") || !strcmp(dname, ".") ||
-	    !strcmp(dname, "..")) {
-		cli_error_at(dst, "not a name a copy can take");
-		return 1;
-	}
-	if (lstat(dst, &dst_st) == 0) {
-		cli_error_at(dst, "exists");
-		return 1;
-	}
-	/* the type before the open: opening a fifo waits for a writer, and a
-	 * device's open is the device's business; O_NONBLOCK covers a fifo put
-	 * in SRC's place between the two */
-	if (lstat(src, &sst) != 0) {
-		cli_error_at(src, "%s", strerror(errno));
-		return 1;
-	}
-	if (S_ISLNK(sst.st_mode)) {
-		cli_error_at(src, "a symlink: copy it with cp -a");
-		return 1;
-	}
-	if (!S_ISDIR(sst.st_mode) && !S_ISREG(sst.st_mode)) {
-		cli_error_at(src, "not a directory or a regular file");
-		return 1;
-	}
-	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sst) != 0) {
-		cli_error_at(src, "%s", errno == ELOOP ? "a symlink: copy it with cp -a"
-							: strerror(errno));
-		return 1;
-	}
-	if (!S_ISDIR(sst.st_mode) && !S_ISREG(sst.st_mode)) {
-		cli_error_at(src, "not a directory or a regular file");
-		return 1;
-	}
 	if (stat(dparent, &pst) != 0) {
 		cli_error_at(dparent, "%s", strerror(errno));
 		return 1;

@@ -932,18 +932,8 @@ int cmd_dump(int argc, char **argv)
 	/* '+': options end at IMAGE; the rest belong to the command */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		case 'V':
-			cli_print_version();
-			return EXIT_OK;
-		default:
-			cli_error("unknown option '%s'", argv[optind - 1]);
-			usage(stderr);
-			return EXIT_USAGE;
-		}
+		/* -h, -V, and the usage errors */
+		return cli_other_option(c, argv, usage);
 	}
 	if (argc - optind < 2) {
 		cli_error(optind == argc ? "no image given" : "no command given");

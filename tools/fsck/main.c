@@ -242,15 +242,8 @@ static int parse_args(struct fsck *f, int argc, char **argv)
 		case 'f': f->force = 1; break;
 		case 'v': f->verbose = 1; break;
 		case 'J': f->json = 1; break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK + 100;
-		case 'V':
-			cli_print_version();
-			return EXIT_OK + 100;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* -h, -V, and the usage errors: exit with its code (+100) */
+			return cli_other_option(c, argv, usage) + 100;
 		}
 	}
 	if (modes & (modes - 1)) {

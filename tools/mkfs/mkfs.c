@@ -147,7 +147,9 @@ static void usage(FILE *f)
 		"  -f, --force         replace IMAGE if it exists (not while it is mounted)\n"
 		"  -q, --quiet         print nothing on success\n"
 		"  -h, --help          show this help and exit\n"
-		"  -V, --version       show the version and exit\n",
+		"  -V, --version       show the version and exit\n"
+		"\n"
+		"Exit status: 0 done, 1 failed, 16 usage.\n",
 		cli_prog, KV_BLOCK_SIZE_MIN, KV_BLOCK_SIZE_MAX, KV_BLOCK_SIZE_DEFAULT,
 		BLOCK_SIZE_COMPRESSED, KV_LABEL_MAX, COMPRESS_LEVEL_MAX, COMPRESS_LEVEL_DEFAULT);
 }
@@ -203,15 +205,8 @@ int cmd_mkfs(int argc, char **argv)
 		case 'q':
 			quiet = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		case 'V':
-			cli_print_version();
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* -h, -V, and the usage errors */
+			return cli_other_option(c, argv, usage);
 		}
 	}
 	if (cli_one_image(argc, optind, usage))

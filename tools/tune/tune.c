@@ -228,15 +228,8 @@ int cmd_tune(int argc, char **argv)
 		case 'l':
 			show = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		case 'V':
-			cli_print_version();
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		default: /* -h, -V, and the usage errors */
+			return cli_other_option(c, argv, usage);
 		}
 	}
 	if (cli_one_image(argc, optind, usage))
