@@ -729,18 +729,128 @@ int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
 	return kv_data_zero_range(t, in, off, end);
 }
 
+/* A fallocate (kv_data_allocate) as its loop walks the blocks. */
+struct alloc_run {
+	kv_txn *t;
+	struct kv_inode *in;
+	kv_ecur *c;
+	unsigned char kb[16];
+	kv_val k, v;   /* the block at hand: its key, its value */
+	size_t blen;   /* its data bytes */
+	uint64_t n;    /* blocks stored so far */
+	int64_t added; /* unwritten blocks stored so far */
+};
+
+/* Put the cursor on stored block idx: 0, KV_ENOTFOUND or an engine code. */
+static int alloc_seek(struct alloc_run *r, uint64_t idx)
+{
+	r->k = block_key(r->kb, r->in->ino, idx);
+	return kv_cget(r->t, r->c, &r->k, &r->v, KV_SET_KEY);
+}
+
+/* Block idx, not stored, of a file that borrows: 1 if it is borrowed with
+ * want bytes (written, nothing to do); a short one becomes the file's own,
+ * the cursor on it (*mrc), to be filled out as a stored one is; 0 if no
+ * extent covers it. */
+static int alloc_borrowed(struct alloc_run *r, uint64_t idx, uint64_t want, int *mrc)
+{
+	struct kv_extent x;
+	uint64_t xnext;
+	int rc;
+
+	rc = kv_ext_find(r->t, r->in->ino, idx, &x, &xnext);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	rc = kv_ext_block(r->t, &x, idx, &r->v, &r->blen);
+	if (rc)
+		return rc;
+	if (r->blen >= want)
+		return 1;
+	rc = kv_ext_own(r->t, r->in, idx);
+	if (rc)
+		return rc;
+	*mrc = alloc_seek(r, idx);
+	return 0;
+}
+
+/* Store block idx, a hole, as unwritten: no bytes to store now, its page
+ * kept free. */
+static int alloc_unwritten(struct alloc_run *r, uint64_t idx)
+{
+	int rc = kv_block_put(r->t, r->in->ino, idx, zeros, 0, NULL, 0);
+
+	if (rc)
+		return rc;
+	r->in->nblocks++;
+	r->n++;
+	r->added++;
+	return 0;
+}
+
+/* Stored block idx holds fewer than want bytes: its zeros up to the size
+ * become stored (a lent block is first copied to its borrowers). */
+static int alloc_fill_tail(struct alloc_run *r, uint64_t idx, uint64_t want)
+{
+	unsigned char *w = r->t->env->wbuf;
+	int mrc, rc;
+
+	if (r->in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */
+		rc = kv_share_prepare(r->t, r->in, idx, idx + 1, 0, 0);
+		if (rc)
+			return rc;
+		mrc = alloc_seek(r, idx); /* the cursor may have moved */
+		if (mrc)
+			return kv_err(r->t, mrc, "allocate");
+		/* its bytes again */
+		rc = kv_block_check(r->t, r->in->ino, idx, &r->v, &r->blen);
+		if (rc)
+			return rc;
+	}
+	memcpy(w, r->v.data, r->blen);
+	memset(w + r->blen, 0, want - r->blen);
+	rc = kv_block_put(r->t, r->in->ino, idx, w, want, NULL, 0);
+	if (rc)
+		return rc;
+	r->n++;
+	return 0;
+}
+
+/* Block idx within the size: left as it is if it holds its bytes up to
+ * the size (or is unwritten), else stored unwritten or filled out. */
+static int alloc_block(struct alloc_run *r, uint64_t idx)
+{
+	const uint64_t bs = r->t->env->super.block_size;
+	/* the bytes of block idx that lie within the size */
+	uint64_t want = r->in->size - idx * bs < bs ? r->in->size - idx * bs : bs;
+	int mrc, rc;
+
+	mrc = alloc_seek(r, idx);
+	if (mrc == KV_ENOTFOUND && (r->in->flags & KV_INODE_BORROWS)) {
+		rc = alloc_borrowed(r, idx, want, &mrc);
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+	if (mrc == KV_ENOTFOUND)
+		return alloc_unwritten(r, idx);
+	if (mrc)
+		return kv_err(r->t, mrc, "allocate");
+	rc = kv_block_check(r->t, r->in->ino, idx, &r->v, &r->blen);
+	if (rc)
+		return rc;
+	if (r->blen >= want || kv_block_unwritten(&r->v))
+		return 0;
+	return alloc_fill_tail(r, idx, want);
+}
+
 int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		     uint64_t max_blocks, uint64_t *next)
 {
 	const uint64_t bs = t->env->super.block_size;
-	unsigned char kb[16];
-	unsigned char *w = t->env->wbuf;
-	uint64_t idx, last, n = 0;
-	int64_t added = 0;
-	kv_ecur *c;
-	kv_val k, v;
-	size_t blen;
-	int mrc, rc;
+	struct alloc_run r = {.t = t, .in = in};
+	uint64_t idx, last;
+	int rc;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
@@ -750,80 +860,20 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	*next = end;
 	if (off >= end)
 		return 0;
-	c = kv_cursor(t, KV_DB_DATA, &rc);
-	if (!c)
+	r.c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!r.c)
 		return rc;
 	last = (end - 1) / bs;
 	for (idx = off / bs; idx <= last; idx++) {
-		/* the bytes of block idx that lie within the size */
-		uint64_t want = in->size - idx * bs < bs ? in->size - idx * bs : bs;
-
-		if (n == max_blocks) {
+		if (r.n == max_blocks) {
 			*next = idx * bs;
 			break;
 		}
-		k = block_key(kb, in->ino, idx);
-		mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-		if (mrc == KV_ENOTFOUND && (in->flags & KV_INODE_BORROWS)) {
-			struct kv_extent x;
-			uint64_t xnext;
-
-			rc = kv_ext_find(t, in->ino, idx, &x, &xnext);
-			if (rc == 0) { /* borrowed: written */
-				rc = kv_ext_block(t, &x, idx, &v, &blen);
-				if (rc)
-					return rc;
-				if (blen >= want)
-					continue;
-				/* a short one becomes the file's own, then is
-				 * filled out as a stored one is */
-				rc = kv_ext_own(t, in, idx);
-				if (rc)
-					return rc;
-				k = block_key(kb, in->ino, idx);
-				mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-			} else if (rc != -ENOENT) {
-				return rc;
-			}
-		}
-		if (mrc == KV_ENOTFOUND) {
-			/* unwritten: no bytes to store now, its page kept free */
-			rc = kv_block_put(t, in->ino, idx, zeros, 0, NULL, 0);
-			if (rc)
-				return rc;
-			in->nblocks++;
-			n++;
-			added++;
-			continue;
-		}
-		if (mrc)
-			return kv_err(t, mrc, "allocate");
-		rc = kv_block_check(t, in->ino, idx, &v, &blen);
+		rc = alloc_block(&r, idx);
 		if (rc)
 			return rc;
-		if (blen >= want || kv_block_unwritten(&v))
-			continue;
-		if (in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */
-			rc = kv_share_prepare(t, in, idx, idx + 1, 0, 0);
-			if (rc)
-				return rc;
-			k = block_key(kb, in->ino, idx); /* the cursor may have moved */
-			mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-			if (mrc)
-				return kv_err(t, mrc, "allocate");
-			rc = kv_block_check(t, in->ino, idx, &v, &blen); /* its bytes again */
-			if (rc)
-				return rc;
-		}
-		/* a short tail block: its zeros up to the size become stored */
-		memcpy(w, v.data, blen);
-		memset(w + blen, 0, want - blen);
-		rc = kv_block_put(t, in->ino, idx, w, want, NULL, 0);
-		if (rc)
-			return rc;
-		n++;
 	}
-	rc = kv_unwritten_add(t, added);
+	rc = kv_unwritten_add(t, r.added);
 	/* the promise must fit (the caller's op is then rolled back whole):
 	 * fallocates that each looked at the room before either committed
 	 * cannot promise the same pages twice */
