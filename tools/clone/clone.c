@@ -75,6 +75,114 @@ static const char *why(int err)
 	}
 }
 
+/* DST's parent and last component into dparent and dname (PATH_MAX bytes
+ * each), checked: a name a copy can take, of nothing that exists. 0, or
+ * -1 after a message. */
+static int check_dst(const char *dst, char *dparent, char *dname)
+{
+	char a[PATH_MAX], b[PATH_MAX]; /* dirname and basename change them */
+	struct stat st;
+
+	if (strlen(dst) >= PATH_MAX) {
+		cli_error_at(dst, "name too long");
+		return -1;
+	}
+	snprintf(a, sizeof(a), "%s", dst);
+	snprintf(b, sizeof(b), "%s", dst);
+	snprintf(dparent, PATH_MAX, "%s", dirname(a));
+	snprintf(dname, PATH_MAX, "%s", basename(b));
+	if (strlen(dname) > KVFS_CLONE_NAME_MAX || !strcmp(dname, "/") || !strcmp(dname, ".") ||
+	    !strcmp(dname, "..")) {
+		cli_error_at(dst, "not a name a copy can take");
+		return -1;
+	}
+	if (lstat(dst, &st) == 0) {
+		cli_error_at(dst, "exists");
+		return -1;
+	}
+	return 0;
+}
+
+/* SRC opened, a directory or a regular file, its stat in *st: the fd, or
+ * -1 after a message. */
+static int open_src(const char *src, struct stat *st)
+{
+	int fd;
+
+	/* the type before the open: opening a fifo waits for a writer, and a
+	 * device's open is the device's business; O_NONBLOCK covers a fifo put
+	 * in SRC's place between the two */
+	if (lstat(src, st) != 0) {
+		cli_error_at(src, "%s", strerror(errno));
+		return -1;
+	}
+	if (S_ISLNK(st->st_mode)) {
+		cli_error_at(src, "a symlink: copy it with cp -a");
+		return -1;
+	}
+	if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode)) {
+		cli_error_at(src, "not a directory or a regular file");
+		return -1;
+	}
+	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, st) != 0) {
+		cli_error_at(src, "%s", errno == ELOOP ? "a symlink: copy it with cp -a"
+							: strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode)) {
+		cli_error_at(src, "not a directory or a regular file");
+		return -1;
+	}
+	return fd;
+}
+
+/* DST's parent: a directory on SRC's mount (sst), its stat in *pst. 0, or
+ * -1 after a message. */
+static int check_parent(const char *src, const char *dparent, const struct stat *sst,
+			struct stat *pst)
+{
+	if (stat(dparent, pst) != 0) {
+		cli_error_at(dparent, "%s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(pst->st_mode)) {
+		cli_error_at(dparent, "not a directory");
+		return -1;
+	}
+	if (pst->st_dev != sst->st_dev) {
+		cli_error("'%s' and '%s' are not on one mount", src, dparent);
+		return -1;
+	}
+	return 0;
+}
+
+/* Ask the daemon, through SRC's fd, for the copy named dname in the
+ * directory pst; with verbose, say what it holds. 0, or -1 after a
+ * message. */
+static int send_clone(int fd, const char *src, const char *dst, const char *dname,
+		      const struct stat *pst, int verbose)
+{
+	struct kvfs_clone_arg arg;
+	double t0;
+
+	memset(&arg, 0, sizeof(arg));
+	arg.dst_parent = (uint64_t)pst->st_ino;
+	memcpy(arg.name, dname, strlen(dname));
+	t0 = now_s();
+	syncfs(fd); /* what the kernel caches reaches kvfs first */
+	if (ioctl(fd, KVFS_IOC_CLONE, &arg) != 0) {
+		cli_error("cannot copy '%s' to '%s': %s", src, dst, why(errno));
+		return -1;
+	}
+	close(fd);
+	if (verbose)
+		printf("%s: %llu directories, %llu files, %llu bytes shared, in %.3f s\n", dst,
+		       (unsigned long long)arg.dirs, (unsigned long long)arg.files,
+		       (unsigned long long)arg.bytes, now_s() - t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -83,12 +191,10 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	struct kvfs_clone_arg arg;
 	char dparent[PATH_MAX], dname[PATH_MAX];
 	const char *src, *dst;
-	struct stat sst, pst, dst_st;
+	struct stat sst, pst;
 	int c, fd, verbose = 0;
-	double t0;
 
 	cli_init(argv);
 	while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {
@@ -114,77 +220,10 @@ int main(int argc, char **argv)
 	}
 	src = argv[optind];
 	dst = argv[optind + 1];
-	if (strlen(dst) >= PATH_MAX) {
-		cli_error_at(dst, "name too long");
+	if (check_dst(dst, dparent, dname) != 0)
 		return 1;
-	}
-	{
-		char a[PATH_MAX], b[PATH_MAX]; /* dirname and basename change them */
-
-		snprintf(a, sizeof(a), "%s", dst);
-		snprintf(b, sizeof(b), "%s", dst);
-		snprintf(dparent, sizeof(dparent), "%s", dirname(a));
-		snprintf(dname, sizeof(dname), "%s", basename(b));
-	}
-	if (strlen(dname) > KVFS_CLONE_NAME_MAX || !strcmp(dname, "/") || !strcmp(dname, ".") ||
-	    !strcmp(dname, "..")) {
-		cli_error_at(dst, "not a name a copy can take");
+	fd = open_src(src, &sst);
+	if (fd < 0 || check_parent(src, dparent, &sst, &pst) != 0)
 		return 1;
-	}
-	if (lstat(dst, &dst_st) == 0) {
-		cli_error_at(dst, "exists");
-		return 1;
-	}
-	/* the type before the open: opening a fifo waits for a writer, and a
-	 * device's open is the device's business; O_NONBLOCK covers a fifo put
-	 * in SRC's place between the two */
-	if (lstat(src, &sst) != 0) {
-		cli_error_at(src, "%s", strerror(errno));
-		return 1;
-	}
-	if (S_ISLNK(sst.st_mode)) {
-		cli_error_at(src, "a symlink: copy it with cp -a");
-		return 1;
-	}
-	if (!S_ISDIR(sst.st_mode) && !S_ISREG(sst.st_mode)) {
-		cli_error_at(src, "not a directory or a regular file");
-		return 1;
-	}
-	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sst) != 0) {
-		cli_error_at(src, "%s", errno == ELOOP ? "a symlink: copy it with cp -a"
-							: strerror(errno));
-		return 1;
-	}
-	if (!S_ISDIR(sst.st_mode) && !S_ISREG(sst.st_mode)) {
-		cli_error_at(src, "not a directory or a regular file");
-		return 1;
-	}
-	if (stat(dparent, &pst) != 0) {
-		cli_error_at(dparent, "%s", strerror(errno));
-		return 1;
-	}
-	if (!S_ISDIR(pst.st_mode)) {
-		cli_error_at(dparent, "not a directory");
-		return 1;
-	}
-	if (pst.st_dev != sst.st_dev) {
-		cli_error("'%s' and '%s' are not on one mount", src, dparent);
-		return 1;
-	}
-	memset(&arg, 0, sizeof(arg));
-	arg.dst_parent = (uint64_t)pst.st_ino;
-	memcpy(arg.name, dname, strlen(dname));
-	t0 = now_s();
-	syncfs(fd); /* what the kernel caches reaches kvfs first */
-	if (ioctl(fd, KVFS_IOC_CLONE, &arg) != 0) {
-		cli_error("cannot copy '%s' to '%s': %s", src, dst, why(errno));
-		return 1;
-	}
-	close(fd);
-	if (verbose)
-		printf("%s: %llu directories, %llu files, %llu bytes shared, in %.3f s\n", dst,
-		       (unsigned long long)arg.dirs, (unsigned long long)arg.files,
-		       (unsigned long long)arg.bytes, now_s() - t0);
-	return 0;
+	return send_clone(fd, src, dst, dname, &pst, verbose) ? 1 : 0;
 }
