@@ -429,15 +429,159 @@ void kv_data_prefetch(kv_txn *t, uint64_t ino, uint64_t off, size_t len)
 	}
 }
 
+/* A write to a file that lends or borrows blocks: lent blocks are copied to
+ * their borrowers, borrowed ones let go (those kept in part become the
+ * file's own first): share.c */
+static int write_share_prepare(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)
+{
+	const uint64_t bs = t->env->super.block_size;
+	uint64_t a = off / bs, b = (end - 1) / bs + 1, next;
+	struct kv_extent x;
+	int rc;
+
+	/* a borrowed block written becomes one more stored: past the room
+	 * for ordinary changes a write may only replace (room.c) */
+	if (kv_txn_reserved(t) && (in->flags & KV_INODE_BORROWS)) {
+		rc = kv_ext_find(t, in->ino, a, &x, &next);
+		if (rc == 0 || (rc == -ENOENT && next < b))
+			return -ENOSPC;
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return kv_share_prepare(t, in, a, b, off % bs || end - a * bs < bs, end % bs != 0);
+}
+
+/* A write as its loop walks the blocks (kv_data_write_sums). */
+struct write_run {
+	kv_txn *t;
+	struct kv_inode *in;
+	const unsigned char *src;   /* the caller's bytes for the block at hand */
+	const uint64_t *sums;       /* sums[i]: block first_sum + i */
+	size_t nsums;
+	uint64_t first_sum;
+	const struct kv_zblocks *z; /* NULL: nothing compressed */
+	int64_t unwritten_gone;     /* unwritten blocks written so far */
+	int packed;                 /* a block was stored compressed */
+};
+
+/* The block a write is at: bytes [from, to) of block idx are written. */
+struct write_block {
+	uint64_t idx, from, to;
+	const uint64_t *sum; /* the caller's checksum of it (NULL: none) */
+	unsigned char kb[16];
+	kv_val k, v;         /* its key; its old value, where had */
+	size_t olen;         /* the data bytes it held */
+	int fresh;           /* put with no lookup first */
+	int had, was_unwritten;
+};
+
+static void write_block_at(const struct write_run *r, struct write_block *b, uint64_t pos,
+			   uint64_t end)
+{
+	const uint64_t bs = r->t->env->super.block_size;
+
+	b->idx = pos / bs;
+	b->from = pos - b->idx * bs;
+	b->to = end - b->idx * bs < bs ? end - b->idx * bs : bs;
+	b->sum = NULL;
+	if (b->from == 0 && b->idx - r->first_sum < r->nsums)
+		b->sum = &r->sums[b->idx - r->first_sum];
+	b->k = block_key(b->kb, r->in->ino, b->idx);
+	b->olen = 0;
+	/* no block starts at or past the size (fsck checks it): such a
+	 * block is put without looking it up first */
+	b->fresh = b->idx * bs >= r->in->size;
+	b->had = 0;
+	b->was_unwritten = 0;
+}
+
+/* Look up the block's old value; the old bytes are needed (and verified)
+ * only when some of them survive: a block written over whole is just
+ * replaced, which also lets a damaged block be overwritten. */
+static int write_block_old(struct write_run *r, struct write_block *b)
+{
+	kv_txn *t = r->t;
+	int mrc = b->fresh ? KV_ENOTFOUND : kv_eget(t, KV_DB_DATA, &b->k, &b->v);
+
+	if (mrc == 0) {
+		b->had = 1;
+		b->was_unwritten = kv_block_unwritten(&b->v);
+		b->olen = held_len(t, r->in->ino, b->idx, &b->v);
+		if (!(b->from == 0 && b->to >= b->olen))
+			return kv_block_check(t, r->in->ino, b->idx, &b->v, &b->olen);
+	} else if (mrc != KV_ENOTFOUND) {
+		return kv_err(t, mrc, "get block");
+	}
+	return 0;
+}
+
+/* Put a block written over whole: the caller's bytes, or their frame
+ * where kv_data_compress packed them. */
+static int write_block_whole(struct write_run *r, const struct write_block *b)
+{
+	const void *data = r->src;
+	size_t dlen = b->to, i = b->idx - r->first_sum;
+	const struct kv_zblocks *z = r->z;
+
+	if (b->sum && z && i < z->n && z->zlen[i]) { /* stored compressed */
+		data = z->data + z->zoff[i];
+		dlen = z->zlen[i];
+		r->packed = 1;
+	}
+	return kv_block_put(r->t, r->in->ino, b->idx, data, dlen, b->sum,
+			    b->fresh ? KV_PUT_NOOVERWRITE : 0);
+}
+
+/* Put a block written over in part: its old bytes (a hole has none) with
+ * the new ones merged in, in wbuf, compressed where the mount says so. */
+static int write_block_merged(struct write_run *r, const struct write_block *b)
+{
+	unsigned char *w = r->t->env->wbuf;
+	const void *data = w;
+	size_t nlen, dlen;
+	uint64_t zsum, *zs = NULL;
+
+	if (b->olen)
+		memcpy(w, b->v.data, b->olen);
+	if (b->from > b->olen)
+		memset(w + b->olen, 0, b->from - b->olen);
+	memcpy(w + b->from, r->src, b->to - b->from);
+	nlen = b->to > b->olen ? b->to : b->olen;
+	dlen = nlen;
+	if (kv_z_pack_merged(r->t, r->in->ino, b->idx, w, nlen, &data, &dlen, &zsum)) {
+		zs = &zsum; /* compressed (zstd.c invariant 2) */
+		r->packed = 1;
+	}
+	return kv_block_put(r->t, r->in->ino, b->idx, data, dlen, zs,
+			    b->fresh ? KV_PUT_NOOVERWRITE : 0);
+}
+
+/* Store block b of the write, whole or merged. */
+static int write_block_store(struct write_run *r, struct write_block *b)
+{
+	int rc;
+
+	for (;;) {
+		rc = write_block_old(r, b);
+		if (rc)
+			return rc;
+		if (b->from == 0 && b->to >= b->olen)
+			rc = write_block_whole(r, b);
+		else
+			rc = write_block_merged(r, b);
+		if (rc != -EEXIST)
+			return rc;
+		b->fresh = 0; /* a block past the end after all (a damaged image) */
+	}
+}
+
 int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void *buf,
 		       size_t len, const uint64_t *sums, size_t nsums, const struct kv_zblocks *z)
 {
 	const uint64_t bs = t->env->super.block_size;
-	const unsigned char *src = buf;
-	unsigned char *w = t->env->wbuf;
-	uint64_t pos = off, end, first_sum;
-	int64_t unwritten_gone = 0;
-	int mrc, rc, packed = 0;
+	struct write_run r = {.t = t, .in = in, .src = buf, .sums = sums, .nsums = nsums, .z = z};
+	uint64_t pos = off, end;
+	int rc;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
@@ -448,23 +592,9 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 		return 0; /* an empty write does not extend the file (POSIX write) */
 	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: wbuf */
 	end = off + len;
-	first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
+	r.first_sum = (off + bs - 1) / bs; /* sums[i]: block first_sum + i */
 	if (in->flags & (KV_INODE_LENDS | KV_INODE_BORROWS)) {
-		/* lent blocks are copied to their borrowers, borrowed ones let go
-		 * (those kept in part become the file's own first): share.c */
-		uint64_t a = off / bs, b = (end - 1) / bs + 1, next;
-		struct kv_extent x;
-
-		/* a borrowed block written becomes one more stored: past the room
-		 * for ordinary changes a write may only replace (room.c) */
-		if (kv_txn_reserved(t) && (in->flags & KV_INODE_BORROWS)) {
-			rc = kv_ext_find(t, in->ino, a, &x, &next);
-			if (rc == 0 || (rc == -ENOENT && next < b))
-				return -ENOSPC;
-			if (rc != -ENOENT)
-				return rc;
-		}
-		rc = kv_share_prepare(t, in, a, b, off % bs || end - a * bs < bs, end % bs != 0);
+		rc = write_share_prepare(t, in, off, end);
 		if (rc)
 			return rc;
 	}
@@ -472,77 +602,22 @@ int kv_data_write_sums(kv_txn *t, struct kv_inode *in, uint64_t off, const void 
 	 * it is new): on a server, all in one wait */
 	kv_data_prefetch(t, in->ino, off, len);
 	while (pos < end) {
-		uint64_t idx = pos / bs, from = pos - idx * bs;
-		uint64_t to = end - idx * bs < bs ? end - idx * bs : bs;
-		const uint64_t *sum = NULL;
-		unsigned char kb[16];
-		kv_val k = block_key(kb, in->ino, idx), v;
-		size_t olen = 0, nlen;
-		/* no block starts at or past the size (fsck checks it): such a
-		 * block is put without looking it up first */
-		int fresh = idx * bs >= in->size, had = 0, was_unwritten = 0;
+		struct write_block b;
 
-		if (from == 0 && idx - first_sum < nsums)
-			sum = &sums[idx - first_sum];
-	again:
-		mrc = fresh ? KV_ENOTFOUND : kv_eget(t, KV_DB_DATA, &k, &v);
-		if (mrc == 0) {
-			/* the old bytes are needed (and verified) only when some of
-			 * them survive: a block written over whole is just replaced,
-			 * which also lets a damaged block be overwritten */
-			had = 1;
-			was_unwritten = kv_block_unwritten(&v);
-			olen = held_len(t, in->ino, idx, &v);
-			if (!(from == 0 && to >= olen) && (rc = kv_block_check(t, in->ino, idx, &v, &olen)))
-				return rc;
-		} else if (mrc != KV_ENOTFOUND) {
-			return kv_err(t, mrc, "get block");
-		}
-		if (from == 0 && to >= olen) {
-			const void *data = src;
-			size_t dlen = to, i = idx - first_sum;
-
-			if (sum && z && i < z->n && z->zlen[i]) { /* stored compressed */
-				data = z->data + z->zoff[i];
-				dlen = z->zlen[i];
-				packed = 1;
-			}
-			rc = kv_block_put(t, in->ino, idx, data, dlen, sum, fresh ? KV_PUT_NOOVERWRITE : 0);
-		} else {
-			if (olen) /* a hole has no old bytes */
-				memcpy(w, v.data, olen);
-			if (from > olen)
-				memset(w + olen, 0, from - olen);
-			memcpy(w + from, src, to - from);
-			const void *data = w;
-			size_t dlen;
-			uint64_t zsum, *zs = NULL;
-
-			nlen = to > olen ? to : olen;
-			dlen = nlen;
-			if (kv_z_pack_merged(t, in->ino, idx, w, nlen, &data, &dlen, &zsum)) {
-				zs = &zsum; /* compressed (zstd.c invariant 2) */
-				packed = 1;
-			}
-			rc = kv_block_put(t, in->ino, idx, data, dlen, zs, fresh ? KV_PUT_NOOVERWRITE : 0);
-		}
-		if (rc == -EEXIST) {
-			/* a block past the end after all (a damaged image) */
-			fresh = 0;
-			goto again;
-		}
+		write_block_at(&r, &b, pos, end);
+		rc = write_block_store(&r, &b);
 		if (rc)
 			return rc;
-		if (!had)
+		if (!b.had)
 			in->nblocks++;
-		unwritten_gone += was_unwritten;
-		src += to - from;
-		pos = idx * bs + to;
+		r.unwritten_gone += b.was_unwritten;
+		r.src += b.to - b.from;
+		pos = b.idx * bs + b.to;
 	}
-	rc = kv_unwritten_add(t, -unwritten_gone);
+	rc = kv_unwritten_add(t, -r.unwritten_gone);
 	/* asked of t's superblock each time, not of env->super: an op rolled
 	 * back after it set the bit there left the record without it */
-	if (!rc && packed)
+	if (!rc && r.packed)
 		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_COMPRESSED);
 	if (rc)
 		return rc;
@@ -654,18 +729,128 @@ int kv_data_punch(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t len)
 	return kv_data_zero_range(t, in, off, end);
 }
 
+/* A fallocate (kv_data_allocate) as its loop walks the blocks. */
+struct alloc_run {
+	kv_txn *t;
+	struct kv_inode *in;
+	kv_ecur *c;
+	unsigned char kb[16];
+	kv_val k, v;   /* the block at hand: its key, its value */
+	size_t blen;   /* its data bytes */
+	uint64_t n;    /* blocks stored so far */
+	int64_t added; /* unwritten blocks stored so far */
+};
+
+/* Put the cursor on stored block idx: 0, KV_ENOTFOUND or an engine code. */
+static int alloc_seek(struct alloc_run *r, uint64_t idx)
+{
+	r->k = block_key(r->kb, r->in->ino, idx);
+	return kv_cget(r->t, r->c, &r->k, &r->v, KV_SET_KEY);
+}
+
+/* Block idx, not stored, of a file that borrows: 1 if it is borrowed with
+ * want bytes (written, nothing to do); a short one becomes the file's own,
+ * the cursor on it (*mrc), to be filled out as a stored one is; 0 if no
+ * extent covers it. */
+static int alloc_borrowed(struct alloc_run *r, uint64_t idx, uint64_t want, int *mrc)
+{
+	struct kv_extent x;
+	uint64_t xnext;
+	int rc;
+
+	rc = kv_ext_find(r->t, r->in->ino, idx, &x, &xnext);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	rc = kv_ext_block(r->t, &x, idx, &r->v, &r->blen);
+	if (rc)
+		return rc;
+	if (r->blen >= want)
+		return 1;
+	rc = kv_ext_own(r->t, r->in, idx);
+	if (rc)
+		return rc;
+	*mrc = alloc_seek(r, idx);
+	return 0;
+}
+
+/* Store block idx, a hole, as unwritten: no bytes to store now, its page
+ * kept free. */
+static int alloc_unwritten(struct alloc_run *r, uint64_t idx)
+{
+	int rc = kv_block_put(r->t, r->in->ino, idx, zeros, 0, NULL, 0);
+
+	if (rc)
+		return rc;
+	r->in->nblocks++;
+	r->n++;
+	r->added++;
+	return 0;
+}
+
+/* Stored block idx holds fewer than want bytes: its zeros up to the size
+ * become stored (a lent block is first copied to its borrowers). */
+static int alloc_fill_tail(struct alloc_run *r, uint64_t idx, uint64_t want)
+{
+	unsigned char *w = r->t->env->wbuf;
+	int mrc, rc;
+
+	if (r->in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */
+		rc = kv_share_prepare(r->t, r->in, idx, idx + 1, 0, 0);
+		if (rc)
+			return rc;
+		mrc = alloc_seek(r, idx); /* the cursor may have moved */
+		if (mrc)
+			return kv_err(r->t, mrc, "allocate");
+		/* its bytes again */
+		rc = kv_block_check(r->t, r->in->ino, idx, &r->v, &r->blen);
+		if (rc)
+			return rc;
+	}
+	memcpy(w, r->v.data, r->blen);
+	memset(w + r->blen, 0, want - r->blen);
+	rc = kv_block_put(r->t, r->in->ino, idx, w, want, NULL, 0);
+	if (rc)
+		return rc;
+	r->n++;
+	return 0;
+}
+
+/* Block idx within the size: left as it is if it holds its bytes up to
+ * the size (or is unwritten), else stored unwritten or filled out. */
+static int alloc_block(struct alloc_run *r, uint64_t idx)
+{
+	const uint64_t bs = r->t->env->super.block_size;
+	/* the bytes of block idx that lie within the size */
+	uint64_t want = r->in->size - idx * bs < bs ? r->in->size - idx * bs : bs;
+	int mrc, rc;
+
+	mrc = alloc_seek(r, idx);
+	if (mrc == KV_ENOTFOUND && (r->in->flags & KV_INODE_BORROWS)) {
+		rc = alloc_borrowed(r, idx, want, &mrc);
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+	if (mrc == KV_ENOTFOUND)
+		return alloc_unwritten(r, idx);
+	if (mrc)
+		return kv_err(r->t, mrc, "allocate");
+	rc = kv_block_check(r->t, r->in->ino, idx, &r->v, &r->blen);
+	if (rc)
+		return rc;
+	if (r->blen >= want || kv_block_unwritten(&r->v))
+		return 0;
+	return alloc_fill_tail(r, idx, want);
+}
+
 int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 		     uint64_t max_blocks, uint64_t *next)
 {
 	const uint64_t bs = t->env->super.block_size;
-	unsigned char kb[16];
-	unsigned char *w = t->env->wbuf;
-	uint64_t idx, last, n = 0;
-	int64_t added = 0;
-	kv_ecur *c;
-	kv_val k, v;
-	size_t blen;
-	int mrc, rc;
+	struct alloc_run r = {.t = t, .in = in};
+	uint64_t idx, last;
+	int rc;
 
 	kv_win_mark(t, in->ino); /* window.c invariant 3 */
 	if (!t->write)
@@ -675,80 +860,20 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	*next = end;
 	if (off >= end)
 		return 0;
-	c = kv_cursor(t, KV_DB_DATA, &rc);
-	if (!c)
+	r.c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!r.c)
 		return rc;
 	last = (end - 1) / bs;
 	for (idx = off / bs; idx <= last; idx++) {
-		/* the bytes of block idx that lie within the size */
-		uint64_t want = in->size - idx * bs < bs ? in->size - idx * bs : bs;
-
-		if (n == max_blocks) {
+		if (r.n == max_blocks) {
 			*next = idx * bs;
 			break;
 		}
-		k = block_key(kb, in->ino, idx);
-		mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-		if (mrc == KV_ENOTFOUND && (in->flags & KV_INODE_BORROWS)) {
-			struct kv_extent x;
-			uint64_t xnext;
-
-			rc = kv_ext_find(t, in->ino, idx, &x, &xnext);
-			if (rc == 0) { /* borrowed: written */
-				rc = kv_ext_block(t, &x, idx, &v, &blen);
-				if (rc)
-					return rc;
-				if (blen >= want)
-					continue;
-				/* a short one becomes the file's own, then is
-				 * filled out as a stored one is */
-				rc = kv_ext_own(t, in, idx);
-				if (rc)
-					return rc;
-				k = block_key(kb, in->ino, idx);
-				mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-			} else if (rc != -ENOENT) {
-				return rc;
-			}
-		}
-		if (mrc == KV_ENOTFOUND) {
-			/* unwritten: no bytes to store now, its page kept free */
-			rc = kv_block_put(t, in->ino, idx, zeros, 0, NULL, 0);
-			if (rc)
-				return rc;
-			in->nblocks++;
-			n++;
-			added++;
-			continue;
-		}
-		if (mrc)
-			return kv_err(t, mrc, "allocate");
-		rc = kv_block_check(t, in->ino, idx, &v, &blen);
+		rc = alloc_block(&r, idx);
 		if (rc)
 			return rc;
-		if (blen >= want || kv_block_unwritten(&v))
-			continue;
-		if (in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */
-			rc = kv_share_prepare(t, in, idx, idx + 1, 0, 0);
-			if (rc)
-				return rc;
-			k = block_key(kb, in->ino, idx); /* the cursor may have moved */
-			mrc = kv_cget(t, c, &k, &v, KV_SET_KEY);
-			if (mrc)
-				return kv_err(t, mrc, "allocate");
-			rc = kv_block_check(t, in->ino, idx, &v, &blen); /* its bytes again */
-			if (rc)
-				return rc;
-		}
-		/* a short tail block: its zeros up to the size become stored */
-		memcpy(w, v.data, blen);
-		memset(w + blen, 0, want - blen);
-		rc = kv_block_put(t, in->ino, idx, w, want, NULL, 0);
-		if (rc)
-			return rc;
-		n++;
 	}
-	rc = kv_unwritten_add(t, added);
+	rc = kv_unwritten_add(t, r.added);
 	/* the promise must fit (the caller's op is then rolled back whole):
 	 * fallocates that each looked at the room before either committed
 	 * cannot promise the same pages twice */

@@ -528,17 +528,102 @@ static int run_add(kv_txn *t, struct run *r, uint64_t d, uint64_t home, uint64_t
 	return 0;
 }
 
+/* kv_data_share's walk: src's blocks [pos, stop) are still to share, src
+ * block i into dst block didx + (i - sidx). */
+struct share_walk {
+	struct run r;
+	kv_ecur *c;
+	uint64_t sidx, didx, pos, stop;
+};
+
+/* Share src's data records from w->pos on while they run on (an unwritten
+ * one is a hole); *next: the first block src stores past them. */
+static int share_stored(kv_txn *t, struct share_walk *w, uint64_t *next)
+{
+	const uint64_t ino = w->r.src->ino;
+	unsigned char kb[16];
+	kv_val k, v;
+	int mrc, rc;
+
+	kv_put_be64(kb, ino);
+	kv_put_be64(kb + 8, w->pos);
+	k = (kv_val){16, kb};
+	mrc = kv_cget(t, w->c, &k, &v, KV_SET_RANGE);
+	*next = UINT64_MAX;
+	while (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == ino) {
+		uint64_t i = kv_get_be64((unsigned char *)k.data + 8);
+
+		if (i != w->pos || i >= w->stop) {
+			*next = i;
+			break;
+		}
+		if (!kv_block_unwritten(&v))
+			rc = run_add(t, &w->r, w->didx + (i - w->sidx), ino, i, 1);
+		else
+			rc = run_flush(t, &w->r); /* unwritten: a hole */
+		if (rc)
+			return rc;
+		w->pos++;
+		mrc = kv_cget(t, w->c, &k, &v, KV_NEXT);
+	}
+	if (mrc && mrc != KV_ENOTFOUND)
+		return kv_err(t, mrc, "share");
+	return 0;
+}
+
+/* src does not store block w->pos: borrowed, its extent's blocks are
+ * shared from their home (invariant 2); else a hole up to next, the
+ * block src stores next, or the next extent. */
+static int share_unstored(kv_txn *t, struct share_walk *w, uint64_t next)
+{
+	struct kv_inode *src = w->r.src;
+	struct kv_extent x;
+	uint64_t xnext = UINT64_MAX;
+	int rc = -ENOENT;
+
+	if (src->flags & KV_INODE_BORROWS)
+		rc = kv_ext_find(t, src->ino, w->pos, &x, &xnext);
+	if (rc == 0) {
+		uint64_t end = x.first + x.count < w->stop ? x.first + x.count : w->stop;
+
+		rc = run_add(t, &w->r, w->didx + (w->pos - w->sidx), x.home,
+			     x.hfirst + (w->pos - x.first), end - w->pos);
+		w->pos = end;
+	} else if (rc == -ENOENT) {
+		rc = run_flush(t, &w->r);
+		next = next < xnext ? next : xnext;
+		w->pos = next < w->stop ? next : w->stop;
+	}
+	return rc;
+}
+
+/* The last extent stored, and what the records stored say of src and of
+ * the image (invariant 7). */
+static int share_finish(kv_txn *t, struct run *r)
+{
+	int rc;
+
+	rc = run_flush(t, r);
+	if (rc)
+		return rc;
+	if (r->lent && !(r->src->flags & KV_INODE_LENDS)) {
+		r->src->flags |= KV_INODE_LENDS; /* invariant 7 */
+		rc = kv_inode_put(t, r->src);
+		if (rc)
+			return rc;
+	}
+	if (r->any)
+		return kv_feature_set(t, KV_FEATURE_INCOMPAT_SHARED);
+	return 0;
+}
+
 int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inode *src,
 		  uint64_t sidx, uint64_t n)
 {
 	const uint64_t bs = t->env->super.block_size, max = (uint64_t)INT64_MAX / bs;
-	struct run r = {.dst = dst, .src = src};
-	unsigned char kb[16];
-	uint64_t pos = sidx, stop, next, xnext;
-	struct kv_extent x;
-	kv_ecur *c;
-	kv_val k, v;
-	int mrc, rc;
+	struct share_walk w = {.r = {.dst = dst, .src = src}, .sidx = sidx, .didx = didx};
+	uint64_t next;
+	int rc;
 
 	kv_win_mark(t, dst->ino); /* window.c invariant 3 */
 	if (!t->write)
@@ -557,70 +642,21 @@ int kv_data_share(kv_txn *t, struct kv_inode *dst, uint64_t didx, struct kv_inod
 			return rc;
 	}
 	dst->flags |= KV_INODE_BORROWS; /* invariant 7 */
-	stop = sidx + n;
-	c = kv_cursor(t, KV_DB_DATA, &rc);
-	if (!c)
+	w.pos = sidx;
+	w.stop = sidx + n;
+	w.c = kv_cursor(t, KV_DB_DATA, &rc);
+	if (!w.c)
 		return rc;
-	while (pos < stop) {
-		kv_put_be64(kb, src->ino);
-		kv_put_be64(kb + 8, pos);
-		k = (kv_val){16, kb};
-		mrc = kv_cget(t, c, &k, &v, KV_SET_RANGE);
-		next = UINT64_MAX; /* the first block src stores past pos */
-		/* src's data records from pos on, while they run on */
-		while (mrc == 0 && k.size == 16 && kv_get_be64(k.data) == src->ino) {
-			uint64_t i = kv_get_be64((unsigned char *)k.data + 8);
-
-			if (i != pos || i >= stop) {
-				next = i;
-				break;
-			}
-			if (!kv_block_unwritten(&v))
-				rc = run_add(t, &r, didx + (i - sidx), src->ino, i, 1);
-			else
-				rc = run_flush(t, &r); /* unwritten: a hole */
-			if (rc)
-				return rc;
-			pos++;
-			mrc = kv_cget(t, c, &k, &v, KV_NEXT);
-		}
-		if (mrc && mrc != KV_ENOTFOUND)
-			return kv_err(t, mrc, "share");
-		if (pos >= stop)
-			continue;
-		/* src does not store block pos: borrowed, or a hole */
-		rc = -ENOENT;
-		xnext = UINT64_MAX;
-		if (src->flags & KV_INODE_BORROWS)
-			rc = kv_ext_find(t, src->ino, pos, &x, &xnext);
-		if (rc == 0) {
-			uint64_t end = x.first + x.count < stop ? x.first + x.count : stop;
-
-			rc = run_add(t, &r, didx + (pos - sidx), x.home, x.hfirst + (pos - x.first),
-				     end - pos);
-			pos = end;
-		} else if (rc == -ENOENT) {
-			rc = run_flush(t, &r);
-			next = next < xnext ? next : xnext;
-			pos = next < stop ? next : stop;
-		}
+	while (w.pos < w.stop) {
+		rc = share_stored(t, &w, &next);
+		if (rc == 0 && w.pos < w.stop)
+			rc = share_unstored(t, &w, next);
 		if (rc)
 			return rc;
 	}
-	rc = run_flush(t, &r);
+	rc = share_finish(t, &w.r);
 	if (rc)
 		return rc;
-	if (r.lent && !(src->flags & KV_INODE_LENDS)) {
-		src->flags |= KV_INODE_LENDS; /* invariant 7 */
-		rc = kv_inode_put(t, src);
-		if (rc)
-			return rc;
-	}
-	if (r.any) {
-		rc = kv_feature_set(t, KV_FEATURE_INCOMPAT_SHARED);
-		if (rc)
-			return rc;
-	}
 	if ((didx + n) * bs > dst->size)
 		dst->size = (didx + n) * bs;
 	return 0;
