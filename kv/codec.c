@@ -353,16 +353,3 @@ size_t kv_block_len(size_t vlen)
 {
 	return vlen > KV_CSUM_LEN ? vlen - KV_CSUM_LEN : 0;
 }
-
-long kv_freelist_record(const kv_val *v, const unsigned char **ids)
-{
-	size_t cnt;
-
-	if (v->size < sizeof(cnt))
-		return -1;
-	memcpy(&cnt, v->data, sizeof(cnt)); /* unaligned in the page */
-	if (cnt > v->size / sizeof(cnt) - 1)
-		return -1;
-	*ids = (const unsigned char *)v->data + sizeof(cnt);
-	return (long)cnt;
-}

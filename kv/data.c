@@ -877,7 +877,7 @@ int kv_data_allocate(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end,
 	/* the promise must fit (the caller's op is then rolled back whole):
 	 * fallocates that each looked at the room before either committed
 	 * cannot promise the same pages twice */
-	return rc ? rc : kv_room_promise_check(t);
+	return rc || !t->env->eng->room_promise ? rc : t->env->eng->room_promise(t->env, t->txn);
 }
 
 int kv_data_zero(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t end)

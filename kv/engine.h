@@ -4,8 +4,8 @@
  * The record layer (superblock, inodes, dirents, blocks, xattrs, orphans,
  * shares, checksums, the writer and its batches) keeps its records in
  * KV_NDB ordered maps of byte-string keys to byte-string values. An engine
- * is the only code that knows where they live: LMDB (lmdb.c, one image
- * file, zero-copy reads from its map) or PostgreSQL (pg.c, one table per
+ * is the only code that knows where they live: LMDB (kv/lmdb/, one image
+ * file, zero-copy reads from its map) or PostgreSQL (kv/pg/, one table per
  * map, for many mounts of one filesystem). An image is named by a path
  * (LMDB) or a postgresql:// URL; kv_engine_for picks the engine.
  *
@@ -53,6 +53,17 @@
  *     v to the value there.
  *  8. A commit that returns 0 is durable when env->durability is
  *     KV_DURABLE_FULL; otherwise after the next sync.
+ *  9. A store that grows a map of its own in one file (LMDB: room.c and
+ *     flusher.c of kv/lmdb/) has room to measure, a map that fills and
+ *     grows, a reserve for deletes, and a host to keep blocks allocated
+ *     on: the hooks room_update to room_close are the record layer's only
+ *     way to them. The writer's role calls them (kv_int.h invariant 2):
+ *     room_over, room_avail and room_promise with the write transaction x
+ *     open, the others with none open; room_update and flusher_start as
+ *     the writer starts, flusher_stop and room_close once it stopped. An
+ *     engine without a map of its own leaves them all NULL; the record
+ *     layer then takes its room as never short (KV_ROOM_UNMEASURED), its
+ *     map as never growing (-ENOSPC), and allocates nothing ahead.
  */
 #ifndef KVFS_ENGINE_H
 #define KVFS_ENGINE_H
@@ -100,6 +111,11 @@ enum kv_cop {
 /* put flags (values as LMDB's). */
 #define KV_PUT_NOOVERWRITE 0x10
 #define KV_PUT_RESERVE 0x10000
+
+/* The room (bytes) the record layer takes a store without room hooks
+ * (contract 9) to have: never short, and far from any overflow when added
+ * to. */
+#define KV_ROOM_UNMEASURED (UINT64_MAX / 4)
 
 /* txn_begin flags. KV_TXN_GUESS (a top-level write transaction of a
  * shared store): reads may be answered from what the mount knew at its
@@ -189,15 +205,43 @@ struct kv_engine {
 	/* Shared stores: take the writers' lock in the top-level write
 	 * transaction x (its next statement waits for it), held to its end. */
 	int (*lock)(kv_env *e, kv_etxn *x);
+	/* An image file's upkeep (contract 9), NULL for a store without a
+	 * map of its own. room_update: measure the room again, keep the
+	 * reserve allocated on the host and the map no larger than what
+	 * ordinary changes may grow it to; 1 when the map shrank. room_check:
+	 * room_update once the store grew enough since the last one. */
+	int (*room_update)(kv_env *e);
+	void (*room_check)(kv_env *e);
+	/* Whether the store is tight and x's pages in use reached the limit
+	 * less the reserve: an op not flagged KV_OP_RESERVE or
+	 * KV_OP_OVERWRITE then fails with -ENOSPC before it runs. */
+	int (*room_over)(kv_env *e, kv_etxn *x);
+	/* What ordinary changes could still use after x commits (bytes). */
+	uint64_t (*room_avail)(kv_env *e, kv_etxn *x);
+	/* 0 when the unwritten blocks x holds beyond those of the last
+	 * commit fit the room for ordinary changes, else -ENOSPC. */
+	int (*room_promise)(kv_env *e, kv_etxn *x);
+	/* The bytes a window may take now (the map grown first, up to want
+	 * more than the store's extent): 0 when the store is near full. */
+	uint64_t (*room_window)(kv_env *e, uint64_t want);
+	/* Grow the map one step (in the reserve, while env->in_reserve):
+	 * 0, or -ENOSPC when it cannot grow; other -errno. */
+	int (*map_grow)(kv_env *e);
+	/* The thread that keeps the host ahead of the commits: started with
+	 * the writer (-errno: the writer does not start), kicked after each
+	 * KV_FLUSH_KICK bytes of file data committed (writer.h), stopped with
+	 * the writer. */
+	int (*flusher_start)(kv_env *e);
+	void (*flusher_kick)(kv_env *e);
+	void (*flusher_stop)(kv_env *e);
+	/* The writer stopped: give back what was allocated ahead but the
+	 * reserve. */
+	void (*room_close)(kv_env *e);
 	/* A write transaction may go on and end on any thread (the one that
 	 * holds the writer's role, window.c): 1 for PostgreSQL, whose
 	 * transaction is its connection's; 0 for LMDB, whose write lock
 	 * belongs to the thread that began it. */
 	int any_thread;
-	/* The store grows a map of its own in one file (room.c, flusher.c,
-	 * tail.c): 1 for LMDB. Without it there is no room to measure, the map
-	 * never fills, and nothing is allocated ahead. */
-	int map;
 	/* Other processes (mounts on other hosts) may write the store: a
 	 * top-level write transaction that changes it first takes the store's
 	 * writers' lock (lock), held until it ends, and the record layer reads

@@ -335,6 +335,21 @@ int kv_backup(kv_env *e, const char *dest, char *err, size_t errlen)
 	return e->eng->backup(e, dest, err, errlen);
 }
 
+uint64_t kv_room_avail(kv_env *e)
+{
+	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);
+}
+
+uint64_t kv_room_per_block(const kv_env *e)
+{
+	/* an unwritten block's first write takes pages for its bytes and
+	 * checksum (LMDB's overflow pages, with their header; a smaller value
+	 * shares a leaf page, counted whole all the same): its leaf entry
+	 * stays the same size */
+	return ((uint64_t)e->super.block_size + KV_CSUM_LEN + 16 + e->page_size - 1) /
+	       e->page_size * e->page_size;
+}
+
 int kv_disk_full(kv_env *e)
 {
 	struct statvfs sv;

@@ -300,40 +300,6 @@ int kv_win_route(kv_txn *txn, uint64_t ino);
 /* kv_read_end's part: let go of the window. */
 void kv_win_leave(kv_txn *txn);
 
-/* How far the image may grow now (room.c). */
-struct kv_room {
-	uint64_t extent;     /* bytes up to the last page */
-	uint64_t alloc_end;  /* the file's blocks reach this far (with those past its end) */
-	uint64_t host_avail; /* free on the host filesystem */
-	uint64_t reserve;
-	uint64_t promised;   /* kept for the unwritten blocks' first writes */
-	uint64_t use_max;    /* limit - reserve - promised: what ordinary changes may hold */
-	uint64_t cap, hard;  /* the map for ordinary changes, for the reserve's */
-};
-void kv_room_measure(kv_env *env, struct kv_room *r);
-/* The bytes the unwritten blocks of the last commit will take (room.c). */
-uint64_t kv_room_promised(const kv_env *env);
-/* 0 when the unwritten blocks t holds beyond those of the last commit fit
- * the room for ordinary changes, else -ENOSPC (an op's txn, the role). */
-int kv_room_promise_check(kv_txn *t);
-/* Whether the image is tight and txn's pages in use reached the limit less
- * the reserve: an ordinary change must fail with -ENOSPC before it runs
- * (room.c). */
-int kv_room_over(kv_env *env, kv_etxn *txn);
-/* The bytes a window may take now (the map grown first, up to want more
- * than the extent): 0 when the image is near full (room.c). */
-uint64_t kv_room_window(kv_env *env, uint64_t want);
-/* What ordinary changes could still use after txn commits (the role). */
-uint64_t kv_room_avail_in(kv_env *env, kv_etxn *txn);
-
-/* Bytes of blocks a file holds past its size (allocated ahead, flusher.c). */
-static inline uint64_t kv_bytes_past_end(const struct stat *st)
-{
-	uint64_t held = (uint64_t)st->st_blocks * 512;
-
-	return held > (uint64_t)st->st_size ? held - (uint64_t)st->st_size : 0;
-}
-
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64; hash.c).
  * Tests replace it to force collisions. */
 extern uint64_t (*kv_name_hash)(const char *name, size_t len);
@@ -383,17 +349,6 @@ void kv_seterr(char *err, size_t errlen, const char *fmt, ...)
 int kv_image_lock(int fd, const char *path, char *err, size_t errlen);
 /* Let go of the lock taken on fd (before closing it). */
 void kv_image_unlock(int fd);
-
-/* tail.c: after LMDB opened the image at fd, check that the file holds
- * every page in use (pages past its end must all be free; a read-write open
- * then extends it over them). 0; -EIO with a message in err when it was
- * cut; -ENOMEM. Sets env->page_size. */
-int kv_tail_check(kv_env *env, int fd, char *err, size_t errlen);
-
-/* Resize the map to bytes (0: adopt the size another process gave the
- * image), with env->map_lock held exclusive (invariant 3): the caller holds
- * no transaction of env, read or write (env.c). */
-int kv_map_resize(kv_env *env, uint64_t bytes);
 
 /* A cursor on db valid in txn. NULL with *rc set on failure. */
 kv_ecur *kv_cursor(kv_txn *txn, enum kv_db db, int *rc);
@@ -481,12 +436,6 @@ static inline int kv_cdel(kv_txn *t, kv_ecur *c)
 {
 	return t->env->eng->cur_del(t->env, c);
 }
-
-/* One record of LMDB's free list (database 0): a count of page numbers, then
- * the numbers, each a size_t (as mdb_stat -f reads them), unaligned in the
- * page. The count, with *ids at the first number (read it with memcpy); or
- * -1 when the record is too short for its count. */
-long kv_freelist_record(const kv_val *v, const unsigned char **ids);
 
 /* Check a block value of key (ino, idx); set *len to its data length. A
  * compressed block's is decompressed: *v then points at its bytes in the

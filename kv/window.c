@@ -294,7 +294,7 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 	assert(kv_role_mine(e) && e->win);
 	if (op->apply == kv_apply_nothing)
 		return op->rc = 0, APPLIED; /* a commit's or a sync's mark: no child, no lock */
-	over = kv_room_over(e, e->win);
+	over = kv_eroom_over(e, e->win);
 	if (over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
 		return op->rc = -ENOSPC, FAILED;
 	rc = win_run(e, op, &t, bytes, over);
@@ -435,7 +435,7 @@ static void win_open(kv_env *e)
 	assert(kv_role_mine(e) && !e->win && !e->w_txn);
 	if (!win_lease(e))
 		return; /* not alone: batches, told after their commit */
-	room = kv_room_window(e, 2 * WIN_BYTES_MAX);
+	room = kv_eroom_window(e, 2 * WIN_BYTES_MAX);
 	if (room / e->page_size < WIN_MIN_PAGES)
 		return; /* near full: batches, told after their commit */
 	e->win_room = room / 4 / e->page_size;
@@ -475,7 +475,7 @@ static int win_close(kv_env *e, int sync)
 		s.next_ino = next_ino;
 		rc = kv_super_store(&t, &s);
 	}
-	avail = kv_room_avail_in(e, e->win);
+	avail = kv_eroom_avail(e, e->win);
 	if (rc == 0) {
 		kv_unwritten_prepare(e, e->win);
 		rc = e->eng->shared && e->chg_len ? kv_change_publish(e, e->win) : 0;

@@ -8,8 +8,9 @@
  * Ops that arrive while the role is held queue up; the writer thread takes
  * them all as one batch when the role comes free (kv_submit() always queues).
  * The writer thread also makes idle commits durable after sync_interval_ms.
- * After each KV_FLUSH_KICK bytes of file data the role kicks the flusher
- * thread (flusher.c), which keeps the host filesystem ahead of the commits.
+ * After each KV_FLUSH_KICK bytes of file data the role kicks the engine's
+ * flusher (engine.h contract 9: LMDB's thread keeps the host filesystem
+ * ahead of the commits).
  *
  * A batch:
  *
@@ -79,6 +80,12 @@ static void role_drop(kv_env *e)
 #endif
 }
 
+int kv_txn_reserved(const kv_txn *t)
+{
+	assert(!t->write || kv_role_mine(t->env));
+	return t->write && (t->over || t->env->in_reserve);
+}
+
 void kv_finish_all(struct kv_op *op, int rc)
 {
 	while (op) {
@@ -118,7 +125,7 @@ static struct kv_op *apply_ops(kv_env *e, kv_etxn *parent, struct kv_op *start, 
 
 	*why = STOP_NONE;
 	for (op = start; op; op = op->next) {
-		kv_txn t = {.env = e, .write = 1, .over = kv_room_over(e, parent)};
+		kv_txn t = {.env = e, .write = 1, .over = kv_eroom_over(e, parent)};
 		int mrc = 0;
 
 		assert(op->apply);
@@ -190,8 +197,9 @@ static void run_touch(kv_env *e)
 	e->touched = 1;
 }
 
-/* An op the map at the cap cannot hold (room.c). First the pages the last
- * commit freed are made to serve (run_touch) and the op is tried again;
+/* An op the map at the cap cannot hold (engine.h contract 9; LMDB's
+ * room.c). First the pages the last commit freed are made to serve
+ * (run_touch) and the op is tried again;
  * then one that frees space (KV_OP_RESERVE) or replaces what it writes
  * (KV_OP_OVERWRITE) runs alone in the reserve, followed by a touch so that
  * what it freed serves the next change at once. Any other op fails:
@@ -202,7 +210,7 @@ static void run_short(kv_env *e, struct kv_op *op, int txn_full)
 	op->next = NULL;
 	if (!txn_full && !e->touched && !e->in_reserve) {
 		run_touch(e);
-		kv_room_update(e); /* the map back to the cap */
+		kv_eroom_update(e); /* the map back to the cap */
 		run_batch(e, op); /* short again: back here, touched */
 		return;
 	}
@@ -215,7 +223,7 @@ static void run_short(kv_env *e, struct kv_op *op, int txn_full)
 	run_batch(e, op);
 	run_touch(e);
 	e->in_reserve = 0;
-	kv_room_update(e); /* the map back to the cap */
+	kv_eroom_update(e); /* the map back to the cap */
 }
 
 /* Run the ops from start to stop (exclusive) each in a batch of its own:
@@ -269,7 +277,7 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 			*why = SHORT_HOST;
 		return rc;
 	}
-	avail = kv_room_avail_in(e, parent);
+	avail = kv_eroom_avail(e, parent);
 	kv_unwritten_prepare(e, parent);
 	mrc = e->eng->txn_commit(e, parent);
 	e->w_txn = NULL;
@@ -297,11 +305,11 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 static int commit_short(kv_env *e, enum short_of why, int *host_retried)
 {
 	if (why == SHORT_MAP)
-		return kv_map_grow(e) == 0;
+		return kv_emap_grow(e) == 0;
 	if (*host_retried)
 		return 0;
 	*host_retried = 1;
-	return kv_room_update(e);
+	return kv_eroom_update(e);
 }
 
 /* After the commit of the ops from start to stop: the role's accounts, the
@@ -315,15 +323,16 @@ void kv_after_commit(kv_env *e)
 	if (e->wb_bytes >= KV_FLUSH_KICK) {
 		/* at each multiple of 8 MiB, not 8 MiB after a kick */
 		e->wb_bytes -= KV_FLUSH_KICK;
-		kv_flusher_kick(e);
+		if (e->eng->flusher_kick)
+			e->eng->flusher_kick(e);
 	}
 	if (kv_unwritten_publish(e)) {
 		/* what fallocate promised changed: the room for the rest, from
 		 * the extent on (a lower bound), until the next commit counts */
 		atomic_store(&e->room_avail, 0);
-		kv_room_update(e);
+		kv_eroom_update(e);
 	} else {
-		kv_room_check(e);
+		kv_eroom_check(e);
 	}
 }
 
@@ -381,7 +390,7 @@ static struct kv_op *flat_stopped(kv_env *e, struct kv_op *start, enum stop_reas
 		finish(start, NULL);
 		return NULL;
 	}
-	if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+	if (why == STOP_MAP_FULL && kv_emap_grow(e) == 0)
 		return start;
 	b->flat = 0;
 	for (struct kv_op *op = start; op; op = op->next)
@@ -420,7 +429,7 @@ static struct kv_op *commit_ops(kv_env *e, kv_etxn *parent, struct kv_op *start,
 		after_commit(e, start, stop);
 	}
 	finish(start, stop);
-	if (stop && why == STOP_MAP_FULL && kv_map_grow(e) != 0) {
+	if (stop && why == STOP_MAP_FULL && kv_emap_grow(e) != 0) {
 		/* the op that needed room fails, or takes the reserve; the
 		 * rest go on */
 		struct kv_op *next = stop->next;
@@ -487,7 +496,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 		/* the first op alone does not fit */
 		e->eng->txn_abort(e, parent);
 		e->w_txn = NULL;
-		if (why == STOP_MAP_FULL && kv_map_grow(e) == 0)
+		if (why == STOP_MAP_FULL && kv_emap_grow(e) == 0)
 			return start;
 		stop = start->next;
 		run_short(e, start, why == STOP_TXN_FULL);
@@ -654,15 +663,16 @@ int kv_writer_start(kv_env *e)
 
 	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
 	e->ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
-	kv_room_update(e); /* the cap, before any transaction */
-	rc = e->wbuf && e->ibuf ? kv_flusher_start(e) : -ENOMEM;
+	kv_eroom_update(e); /* the cap, before any transaction */
+	rc = !e->wbuf || !e->ibuf ? -ENOMEM : e->eng->flusher_start ? e->eng->flusher_start(e) : 0;
 	if (rc)
 		goto free_bufs;
 	pthread_cond_init(&e->role_cond, NULL);
 	rc = kv_thread_start(&e->writer, &e->q_lock, &e->q_cond, writer_main, e);
 	if (rc) {
 		pthread_cond_destroy(&e->role_cond);
-		kv_flusher_stop(e);
+		if (e->eng->flusher_stop)
+			e->eng->flusher_stop(e);
 		goto free_bufs;
 	}
 	e->writer_running = 1;
@@ -692,8 +702,10 @@ void kv_writer_stop(kv_env *e)
 	pthread_cond_destroy(&e->q_cond);
 	pthread_cond_destroy(&e->role_cond);
 	pthread_mutex_destroy(&e->q_lock);
-	kv_flusher_stop(e);
-	kv_room_close(e);
+	if (e->eng->flusher_stop)
+		e->eng->flusher_stop(e);
+	if (e->eng->room_close)
+		e->eng->room_close(e);
 	free(e->wbuf);
 	free(e->ibuf);
 	e->wbuf = e->ibuf = NULL;

@@ -5,6 +5,8 @@
 #ifndef KVFS_KV_WRITER_H
 #define KVFS_KV_WRITER_H
 
+#include <errno.h>
+
 #include "kv_int.h"
 
 int kv_writer_start(kv_env *env);
@@ -41,26 +43,50 @@ int kv_thread_start(pthread_t *th, pthread_mutex_t *lock, pthread_cond_t *cond,
 		    void *(*fn)(void *), void *arg);
 /* Run every queued op, then end the thread. */
 void kv_writer_stop(kv_env *env);
-/* The flusher thread (flusher.c): started and stopped with the writer;
- * kicked by the role after each KV_FLUSH_KICK bytes of file data. */
+/* The role kicks the engine's flusher (engine.h: flusher_kick) after each
+ * KV_FLUSH_KICK bytes of file data. */
 #define KV_FLUSH_KICK (8ULL << 20)
-int kv_flusher_start(kv_env *env);
-void kv_flusher_kick(kv_env *env);
-/* End the thread (kv_room_close then gives back the room past the end). */
-void kv_flusher_stop(kv_env *env);
 /* LMDB reports a short write (the disk filled up mid-commit) as EIO: true
  * when the image's filesystem has no room left, so the caller can say
  * ENOSPC (env.c). */
 int kv_disk_full(kv_env *env);
-/* room.c. Grow the map one step: up to the cap, or in the reserve up to
- * hard; -ENOSPC when it is there already. */
-int kv_map_grow(kv_env *env);
-/* Measure the room again, keep the reserve allocated on the host and the
- * map no larger than the cap; 1 when the map shrank. */
-int kv_room_update(kv_env *env);
-/* kv_room_update once the extent has grown enough since the last one. */
-void kv_room_check(kv_env *env);
-/* At close: give back the blocks past the end but the reserve's. */
-void kv_room_close(kv_env *env);
+
+/* The engine's hooks of an image file's upkeep (engine.h contract 9), as
+ * the writer's role calls them; for an engine without them, what a store
+ * without a map of its own has: room never short, a map never full,
+ * nothing allocated ahead. */
+static inline int kv_eroom_update(kv_env *e)
+{
+	if (e->eng->room_update)
+		return e->eng->room_update(e);
+	atomic_store(&e->room_avail, KV_ROOM_UNMEASURED);
+	return 0;
+}
+
+static inline void kv_eroom_check(kv_env *e)
+{
+	if (e->eng->room_check)
+		e->eng->room_check(e);
+}
+
+static inline int kv_eroom_over(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_over && e->eng->room_over(e, x);
+}
+
+static inline uint64_t kv_eroom_avail(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_avail ? e->eng->room_avail(e, x) : KV_ROOM_UNMEASURED;
+}
+
+static inline uint64_t kv_eroom_window(kv_env *e, uint64_t want)
+{
+	return e->eng->room_window ? e->eng->room_window(e, want) : want;
+}
+
+static inline int kv_emap_grow(kv_env *e)
+{
+	return e->eng->map_grow ? e->eng->map_grow(e) : -ENOSPC;
+}
 
 #endif

@@ -15,7 +15,7 @@ compile() { # source, extra flags...
 	clang $FLAGS "$@" -c "$ROOT/$src" -o "$obj"
 	objs+=("$obj")
 }
-for f in "$ROOT"/kv/*.c; do compile "kv/$(basename "$f")"; done
+for f in "$ROOT"/kv/*.c "$ROOT"/kv/lmdb/*.c "$ROOT"/kv/pg/*.c; do compile "${f#"$ROOT"/}"; done
 for f in "$ROOT"/common/*.c; do compile "common/$(basename "$f")"; done
 for f in cli.c inomap.c progress.c walk.c dump/dump_show.c dump/dump_export.c dump/dump_tar.c; do
 	compile "tools/$f"

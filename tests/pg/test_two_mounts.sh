@@ -52,7 +52,7 @@ xattr_is() { [ "$(getfattr --only-values -n "$2" "$1")" = "$3" ]; }
 
 # notices NAME SECONDS CMD...: what a session listening on the
 # filesystem's channel hears while CMD runs (the channel: FNV-1a of the
-# schema, kv/pg_listen.c), one notice a line
+# schema, kv/pg/pg_listen.c), one notice a line
 notices() {
 	local schema chan out=$T/heard
 	schema=$(psql -XAt "$IMG" -c "SELECT current_schema()")
@@ -217,7 +217,7 @@ expect "the mtime written back at close, committed by then ($m)" \
 kvfs_umount
 expect "fsck after both unmounted" "$FSCK_BIN" -n "$IMG"
 
-# A mount alone holds the store's lease (kv/pg_lease.c) and keeps its
+# A mount alone holds the store's lease (kv/pg/pg_lease.c) and keeps its
 # window as on an image file: with -o window=3000 a file closed there is
 # not committed yet, close(2) waits for no server. A mount that comes
 # meanwhile asks for the lease: the first commits at once and gives it up,

@@ -1,8 +1,8 @@
 /*
  * test_engine_pg.c - what the PostgreSQL engine does beyond the contract
- * (kv/pg.c), run by test_engine.c after the contract's tests on it: a
+ * (kv/pg/pg.c), run by test_engine.c after the contract's tests on it: a
  * server that ends every connection, a child whose statement fails on the
- * server, reads guessed and checked (kv/pg_guess.c), a stopped server, and
+ * server, reads guessed and checked (kv/pg/pg_guess.c), a stopped server, and
  * its messages.
  */
 #include <errno.h>
@@ -135,7 +135,7 @@ static void behind(const struct fix *f, const char *fmt, const char *a, const ch
 	pg_admin(sql);
 }
 
-/* kv/pg_guess.c: a transaction that may guess answers reads from what the
+/* kv/pg/pg_guess.c: a transaction that may guess answers reads from what the
  * env's last commits and its readers found, without the server; a guess
  * another writer made wrong fails the commit (KV_EGUESS), with nothing of
  * the transaction done, whichever way it was relied on (a read alone, a

@@ -1,5 +1,5 @@
 /*
- * test_flusher.c - kv/flusher.c: while the image grows, room past its end
+ * test_flusher.c - kv/lmdb/flusher.c: while the image grows, room past its end
  * is allocated ahead of the commits, counted by kv_usage and given back at
  * close, never past max_size; with durability=none the image is written
  * back behind the commits.

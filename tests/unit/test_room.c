@@ -1,5 +1,5 @@
 /*
- * test_room.c - kv/room.c: a full image still deletes. Ordinary changes
+ * test_room.c - kv/lmdb/room.c: a full image still deletes. Ordinary changes
  * stop short of the reserve; a change flagged KV_OP_RESERVE (unlink, purge,
  * truncate) may use it, so a delete on a full image succeeds and its space
  * is written again; at a max_size below the image's size nothing grows but

@@ -42,6 +42,10 @@
  * replaces, or takes what was promised to the unwritten block it fills, so
  * writing into what fallocate took works on a full image.
  *
+ * The record layer reaches this file only through the LMDB engine's hooks
+ * (engine.h contract 9), so it serves an image file alone: a store without
+ * a map of its own has no hooks, and never comes here.
+ *
  * Invariants:
  *  1. The reserve is reserve_of() bytes: 1/64 of the image (of max_size
  *     when set), 256 KiB to 1 GiB, at most 1/8 of max_size. Freeing n
@@ -68,7 +72,6 @@
 #include <unistd.h>
 
 #include "lmdb_int.h"
-#include "writer.h"
 
 #define RESERVE_MIN (256ULL << 10)
 #define RESERVE_MAX (1ULL << 30)
@@ -79,24 +82,10 @@
 /* kv_room_avail is exact (counts pages in use) within this of the cap,
  * a lower bound past it */
 #define AVAIL_EXACT (64ULL << 20)
-/* The room of a store without a map of its own (engine.h): never short. */
-#define ROOM_UNMEASURED (UINT64_MAX / 4)
-
-uint64_t kv_room_per_block(const kv_env *e)
-{
-	/* an unwritten block's first write takes pages for its bytes and
-	 * checksum (LMDB's overflow pages, with their header; a smaller value
-	 * shares a leaf page, counted whole all the same): its leaf entry
-	 * stays the same size */
-	return ((uint64_t)e->super.block_size + KV_CSUM_LEN + 16 + e->page_size - 1) /
-	       e->page_size * e->page_size;
-}
-
 uint64_t kv_room_promised(const kv_env *e)
 {
 	return atomic_load(&e->unwritten) * kv_room_per_block(e);
 }
-
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
 {
@@ -119,11 +108,6 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 	struct stat st;
 	uint64_t limit;
 
-	if (!e->eng->map) { /* the store's room is its own: nothing is refused here */
-		*r = (struct kv_room){.use_max = ROOM_UNMEASURED, .cap = ROOM_UNMEASURED,
-				      .hard = ROOM_UNMEASURED};
-		return;
-	}
 	/* the meta pages lie in the map, which the role may be moving: any
 	 * thread reads them as a reader would (never with a read txn held) */
 	pthread_rwlock_rdlock(&e->map_lock);
@@ -173,9 +157,6 @@ uint64_t kv_room_avail_in(kv_env *e, kv_etxn *txn)
 	MDB_envinfo info;
 	uint64_t extent, used;
 
-	if (!e->eng->map)
-		return ROOM_UNMEASURED;
-
 	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win)); /* invariant 3 */
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -186,31 +167,19 @@ uint64_t kv_room_avail_in(kv_env *e, kv_etxn *txn)
 	return e->room_use_max > used ? e->room_use_max - used : 0;
 }
 
-int kv_txn_reserved(const kv_txn *t)
-{
-	assert(!t->write || kv_role_mine(t->env));
-	return t->write && (t->over || t->env->in_reserve);
-}
-
-uint64_t kv_room_avail(kv_env *e)
-{
-	return e->readonly ? UINT64_MAX : atomic_load(&e->room_avail);
-}
-
 int kv_room_over(kv_env *e, kv_etxn *txn)
 {
 	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win));
-	return e->eng->map && e->room_tight && in_use(e, txn) >= e->room_use_max;
+	return e->room_tight && in_use(e, txn) >= e->room_use_max;
 }
 
-int kv_room_promise_check(kv_txn *t)
+int kv_room_promise_check(kv_env *e, kv_etxn *txn)
 {
-	kv_env *e = t->env;
 	uint64_t published = atomic_load(&e->unwritten), count, need, used;
 	MDB_envinfo info;
 
-	assert(t->write && kv_role_mine(e));
-	if (!e->eng->map || kv_unwritten_read(e, t->txn, &count) != 0 || count <= published)
+	assert(kv_role_mine(e));
+	if (kv_unwritten_read(e, txn, &count) != 0 || count <= published)
 		return 0;
 	/* room_use_max leaves out what was published: the rest is new */
 	need = (count - published) * kv_room_per_block(e);
@@ -218,7 +187,7 @@ int kv_room_promise_check(kv_txn *t)
 	used = ((uint64_t)info.me_last_pgno + 1) * e->page_size; /* the extent */
 	if (e->room_use_max > used + AVAIL_EXACT && e->room_use_max - used >= need)
 		return 0; /* far from full */
-	used = in_use(e, t->txn);
+	used = in_use(e, txn);
 	return e->room_use_max >= used && e->room_use_max - used >= need ? 0 : -ENOSPC;
 }
 
@@ -253,10 +222,6 @@ int kv_room_update(kv_env *e)
 	int shrunk = 0;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win); /* invariant 3: between transactions */
-	if (!e->eng->map) {
-		atomic_store(&e->room_avail, ROOM_UNMEASURED);
-		return 0;
-	}
 	if (!e->room_anchor) { /* the first, as the writer starts */
 		mdb_env_info(kv_lmdb(e)->env, &info);
 		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -287,8 +252,6 @@ void kv_room_check(kv_env *e)
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win);
-	if (!e->eng->map)
-		return;
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= e->room_next)
 		kv_room_update(e);
@@ -300,8 +263,6 @@ int kv_map_grow(kv_env *e)
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e) && !e->w_txn && !e->win);
-	if (!e->eng->map)
-		return -ENOSPC;
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;
@@ -316,7 +277,7 @@ void kv_room_close(kv_env *e)
 	struct kv_room r;
 	struct stat st;
 
-	if (!e->eng->map || fstat(e->lock_fd, &st) != 0)
+	if (fstat(e->lock_fd, &st) != 0)
 		return;
 	kv_room_measure(e, &r);
 	if (r.alloc_end <= r.extent + r.reserve)
@@ -343,8 +304,6 @@ uint64_t kv_room_window(kv_env *e, uint64_t want)
 	struct kv_room r;
 	uint64_t room;
 
-	if (!e->eng->map)
-		return want; /* nothing to measure: the store's room is its own */
 	kv_room_measure(e, &r);
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	while (info.me_mapsize < r.extent + want && info.me_mapsize < r.cap && kv_map_grow(e) == 0)

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lmdb_int.h"
 #include "writer.h"
 
 #define ALLOC_MIN (8ULL << 20)

@@ -44,6 +44,19 @@
 /* Missing pages checked at most (a bit each): 1 TiB of 4 KiB pages. */
 #define TAIL_MAX_PAGES (1ULL << 28)
 
+long kv_freelist_record(const kv_val *v, const unsigned char **ids)
+{
+	size_t cnt;
+
+	if (v->size < sizeof(cnt))
+		return -1;
+	memcpy(&cnt, v->data, sizeof(cnt)); /* unaligned in the page */
+	if (cnt > v->size / sizeof(cnt) - 1)
+		return -1;
+	*ids = (const unsigned char *)v->data + sizeof(cnt);
+	return (long)cnt;
+}
+
 /* Count the pages of [first, first + n) that the free list names into
  * *found (bits in seen); 0, or -EIO when the free list cannot be read. */
 static int count_free(kv_env *e, uint64_t first, uint64_t n, unsigned char *seen,

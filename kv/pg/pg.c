@@ -933,6 +933,5 @@ const struct kv_engine kv_engine_pg = {
 	.lock = pg_lock,
 	.lease = pg_lease,
 	.any_thread = 1,
-	.map = 0,
 	.shared = 1,
 };
