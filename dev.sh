@@ -11,7 +11,11 @@
 #                   points and crash rounds, a smaller bigdir), the unit tests
 #                   under valgrind memcheck, 60 s of fuzzing (tests/fuzz/),
 #                   and the Debian package test (tests/pkg/); any report
-#                   fails it. Ends with the ten slowest tests.
+#                   fails it. The Release pass mounts over io_uring (where
+#                   the kernel and the libfuse built have it), the sanitizer
+#                   pass over /dev/fuse, and a short suite checks a build
+#                   with the system's libfuse3. Ends with the ten slowest
+#                   tests.
 #   ./dev.sh check --full   the same with the sanitizer pass at full depth:
 #                   run it before resolving write-path or transport work
 #
@@ -26,8 +30,10 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 IMAGE=${KVFS_IMAGE:-/var/lib/kvfs/default.img}
 MNT=${KVFS_MNT:-/mnt/kvfs}
 
-# Debian 12 packages: build, run and test.
-PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 liblmdb-dev lmdb-utils
+# Debian 12 packages: build, run and test (meson to liburing-dev: libfuse
+# 3.18 with io_uring, contrib/libfuse/build.sh).
+PACKAGES=(build-essential cmake pkg-config libfuse3-dev fuse3 meson ninja-build liburing-dev
+	libnuma-dev liblmdb-dev lmdb-utils
 	libcmocka-dev libxxhash-dev libzstd-dev libarchive-dev libarchive-tools attr acl python3 python3-lmdb
 	procps psmisc util-linux valgrind debhelper dpkg-dev man-db bash-completion clang fio fuse2fs e2fsprogs gnuplot-nox rsync strace
 	postgresql-15 libpq-dev)
@@ -48,17 +54,57 @@ install_deps() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# LIBFUSE: the prefix of libfuse 3.18 or later with io_uring, fetched as
+# Debian's source package and built once into build-libfuse/
+# (contrib/libfuse/build.sh), or empty for the system's libfuse3 (3.14,
+# /dev/fuse only): KVFS_LIBFUSE=system asks for that, and a fetch or build
+# that fails falls back to it, saying why.
+LIBFUSE= LIBFUSE_SOUGHT=
+find_libfuse() {
+	local dir=$ROOT/build-libfuse
+	LIBFUSE= LIBFUSE_SOUGHT=1
+	if [ "${KVFS_LIBFUSE:-}" = system ]; then
+		say "libfuse: the system's (KVFS_LIBFUSE=system)"
+		return 0
+	fi
+	mkdir -p "$dir"
+	if bash "$ROOT/contrib/libfuse/build.sh" "$dir" >"$dir/build.log" 2>&1; then
+		LIBFUSE=$(tail -1 "$dir/build.log")
+		say "$(tail -2 "$dir/build.log" | head -1)"
+	else
+		say "$(tail -1 "$dir/build.log"); building with the system's libfuse3 (/dev/fuse only)"
+	fi
+}
+
+# FUSE over io_uring is off in the kernel until its fuse module's
+# enable_uring parameter is set; as root, turn it on (until the next boot:
+# README says how to keep it).
+uring_on() {
+	local p=/sys/module/fuse/parameters/enable_uring
+	[ -e "$p" ] || modprobe fuse 2>/dev/null || true
+	[ -e "$p" ] || return 0 # a kernel without FUSE over io_uring
+	[ "$(cat "$p")" = Y ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		say "the kernel's FUSE over io_uring is off: as root, echo Y > $p"
+		return 0
+	fi
+	say "turning on the kernel's FUSE over io_uring ($p)"
+	echo Y >"$p"
+}
+
 build() {
 	local type=Release san=OFF
 	[ "${KVFS_SANITIZE:-0}" = 1 ] && { type=Debug; san=ON; }
-	say "building in $BUILD_DIR ($type)"
+	[ -n "$LIBFUSE_SOUGHT" ] || find_libfuse
+	say "building in $BUILD_DIR ($type${LIBFUSE:+, libfuse from $LIBFUSE})"
 	cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=$type -DKVFS_SANITIZE=$san \
-		-DKVFS_ASSERTS=ON >/dev/null
+		-DKVFS_ASSERTS=ON -DKVFS_LIBFUSE="$LIBFUSE" >/dev/null
 	cmake --build "$BUILD_DIR" -j"$(nproc)"
 }
 
 cmd_up() {
 	install_deps
+	uring_on
 	build
 	if [ ! -e "$IMAGE" ]; then
 		mkdir -p "$(dirname "$IMAGE")"
@@ -95,6 +141,7 @@ ctest_logged() {
 
 cmd_test() {
 	install_deps
+	uring_on
 	build
 	say "running the test suite"
 	cd "$BUILD_DIR"
@@ -152,10 +199,18 @@ cmd_check() {
 	[ "${1:-}" = --full ] && depth=full
 	SECONDS=0
 	cmd_test
-	say "the whole suite under ASan+UBSan (depth: $depth)"
+	# the Release pass mounts over io_uring where it can; this one over
+	# /dev/fuse, so that both transports run every test
+	say "the whole suite under ASan+UBSan over /dev/fuse (depth: $depth)"
 	BUILD_DIR=$ROOT/build-asan KVFS_SANITIZE=1 build
 	(cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 KVFS_TEST_DEPTH=$depth \
-		ctest_logged --timeout 1800)
+		KVFS_TEST_TRANSPORT=devfuse ctest_logged --timeout 1800)
+	if [ -n "$LIBFUSE" ]; then
+		say "the fallback: built with the system's libfuse3, a short suite"
+		LIBFUSE= BUILD_DIR=$ROOT/build-fuse3sys build
+		(cd "$ROOT/build-fuse3sys" &&
+			ctest_logged -R '^unit_|^fs\.(posix|multiuser|acl|crash|options)$' --timeout 900)
+	fi
 	say "unit tests under valgrind memcheck"
 	rm -f "$BUILD_DIR"/tests/unit/test_*.valgrind.*
 	valgrind_units

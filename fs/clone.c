@@ -379,6 +379,48 @@ static int do_clone(fuse_req_t req, uint64_t ino, struct kvfs_clone_arg *arg)
 	return rc;
 }
 
+/* Over io_uring the clone runs on the handoff thread and is answered by the
+ * replier (defer.c): it ends by dropping DST's name from the kernel's
+ * cache, which waits for the parent's lock, and a LOOKUP holding that lock
+ * may be queued on this request's own ring thread. */
+struct clone_job {
+	fuse_req_t req;
+	uint64_t ino;
+	struct kvfs_clone_arg *c; /* the reply's copy, freed with it */
+	int rc;
+};
+
+static void clone_reply(const void *arg)
+{
+	const struct clone_job *j = arg;
+
+	if (j->rc)
+		fuse_reply_err(j->req, -j->rc);
+	else
+		fuse_reply_ioctl(j->req, 0, j->c, sizeof(*j->c));
+	free(j->c);
+}
+
+static void clone_run(const void *arg)
+{
+	struct clone_job j = *(const struct clone_job *)arg;
+
+	j.rc = do_clone(j.req, j.ino, j.c);
+	fs_defer_reply(clone_reply, &j, sizeof(j));
+}
+
+static void clone_deferred(fuse_req_t req, uint64_t ino, const struct kvfs_clone_arg *c)
+{
+	struct clone_job j = {.req = req, .ino = ino, .c = malloc(sizeof(*c))};
+
+	if (!j.c) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*j.c = *c;
+	fs_defer(clone_run, &j, sizeof(j));
+}
+
 void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		 struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 		 size_t out_bufsz)
@@ -397,6 +439,10 @@ void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		return;
 	}
 	memcpy(&c, in_buf, sizeof(c));
+	if (fs_req_uring(req)) {
+		clone_deferred(req, ino, &c);
+		return;
+	}
 	rc = do_clone(req, ino, &c);
 	if (rc)
 		fuse_reply_err(req, -rc);

@@ -7,7 +7,8 @@
  *     kv_data_read gives are written to /dev/fuse behind a reply header
  *     while the read transaction still pins them, then the transaction is
  *     reset. No copy, no allocation (a read of more segments than writev
- *     takes falls back to one copy into a per-thread buffer).
+ *     takes falls back to one copy into a per-thread buffer). Over
+ *     io_uring they are copied once into the ring entry's buffer.
  *  2. write replies once the store told it (kv_write returned): without a
  *     window (durability=full, window=0, an image near full, a shared
  *     store's mount that is not alone) after the commit that holds the
@@ -175,6 +176,38 @@ static void reply_copy(fuse_req_t req, const struct iovec *iov, int cnt, size_t 
 	fuse_reply_buf(req, buf, len);
 }
 
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+/* Over io_uring a reply is not written to /dev/fuse: it goes into the ring
+ * entry's buffer, which the kernel copies from as it would from a writev.
+ * The segments are gathered there (the one copy either transport makes)
+ * and the reply names that buffer, which libfuse then sends as it is.
+ * 0 when req came through /dev/fuse. */
+static int reply_ring(fuse_req_t req, const struct iovec *iov, int cnt, size_t len)
+{
+	char *payload;
+	size_t cap;
+
+	if (!fuse_req_is_uring(req) || fuse_req_get_payload(req, &payload, &cap, NULL))
+		return 0;
+	if (len > cap) { /* the kernel asks no more than max_read */
+		fuse_reply_err(req, EIO);
+		return 1;
+	}
+	iov_gather(payload, iov, cnt);
+	fuse_reply_buf(req, payload, len);
+	return 1;
+}
+#else
+static int reply_ring(fuse_req_t req, const struct iovec *iov, int cnt, size_t len)
+{
+	(void)req;
+	(void)iov;
+	(void)cnt;
+	(void)len;
+	return 0;
+}
+#endif
+
 /* Whether a READ is an access that updates atime. The kernel sends the flags
  * of the file it reads through: O_NOATIME asks for no update, and a read
  * through a write-only file is the kernel filling a page for a partial write
@@ -213,6 +246,8 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fs_maybe_touch_atime(&in, began);
 	if (rc)
 		fuse_reply_err(req, -rc);
+	else if (reply_ring(req, iov + 1, cnt, (size_t)n))
+		;
 	else if (cnt + 1 <= WRITEV_MAX)
 		reply_iov(req, iov, cnt, (size_t)n);
 	else
@@ -358,6 +393,32 @@ static int stored_size(uint64_t ino, uint64_t *size)
 	return rc;
 }
 
+/* An O_DIRECT write applied: its range's pages dropped, then the reply
+ * (fs_op_write; on the handoff thread over io_uring). */
+struct direct_done {
+	fuse_req_t req;
+	uint64_t ino, off;
+	size_t size;
+};
+
+static void direct_reply(const void *arg)
+{
+	const struct direct_done *dd = arg;
+
+	fuse_reply_write(dd->req, dd->size);
+}
+
+static void direct_written(const void *arg)
+{
+	const struct direct_done *dd = arg;
+
+	fs_notify_inval(dd->ino, (int64_t)dd->off, (int64_t)dd->size);
+	if (fs_req_uring(dd->req)) /* not from this thread: defer.c */
+		fs_defer_reply(direct_reply, dd, sizeof(*dd));
+	else
+		direct_reply(dd);
+}
+
 /* A write over stored blocks on a full image, such as into the room
  * fallocate took: it frees the blocks it replaces, but only two commits
  * later, so a whole write request at once needs as much room again. In
@@ -437,10 +498,19 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	 * read in flight meanwhile fills them with what it read before this
 	 * write was applied (xfstests generic/451): drop them here, before the
 	 * reply. The kernel waits for the pages a read in flight holds
-	 * locked, so no page filled before this write outlives it. */
-	if (!a.write_back && fi && (fi->flags & O_DIRECT))
-		fs_notify_inval(ino, (int64_t)a.off, (int64_t)size);
-	else if (a.blocks_changed) /* before the reply: an fsync waiting on it sees it */
+	 * locked, so no page filled before this write outlives it; over
+	 * io_uring that read may wait in this thread's own ring queue, so the
+	 * handoff thread drops them and the replier replies (defer.c). */
+	if (!a.write_back && fi && (fi->flags & O_DIRECT)) {
+		struct direct_done dd = {req, ino, a.off, size};
+
+		if (fs_req_uring(req))
+			fs_defer(direct_written, &dd, sizeof(dd));
+		else
+			direct_written(&dd);
+		return;
+	}
+	if (a.blocks_changed) /* before the reply: an fsync waiting on it sees it */
 		notify_blocks(ino);
 	fuse_reply_write(req, size);
 }

@@ -49,6 +49,8 @@ struct fs_config {
 	int cache_dir;          /* let the kernel cache directory listings */
 	int cache_symlinks;
 	int readdirplus;
+	int io_uring;           /* serve requests over io_uring where the kernel and
+	                           libfuse allow it (-o io_uring, the default) */
 	int acl;                /* keep POSIX ACLs (-o acl, the default) */
 	int compress;           /* zstd level new blocks are compressed at; 0: off */
 	unsigned max_write;
@@ -409,6 +411,21 @@ void fs_log_line(const char *line);
 void fs_log_to_syslog(void);
 /* session.c: the request being processed by this thread (for direct replies) */
 uint64_t fs_req_unique(void);
+/* session.c: whether req came through io_uring (libfuse 3.18 or later), not
+ * /dev/fuse: its handler runs on the ring queue's one thread. */
+int fs_req_uring(fuse_req_t req);
+/* session.c: whether this kvfs was built with a libfuse that has io_uring */
+int fs_uring_built(void);
+/* defer.c: fn(arg) on the handoff thread, for work that waits on the kernel
+ * (a copy of len <= FS_JOB_ARG bytes of arg), which replies through
+ * fs_defer_reply: fn(arg) on the replier thread, which only replies. Each
+ * runs fn at once where its thread is not started (the unit tests' cores). */
+#define FS_JOB_ARG 48
+typedef void (*fs_job_fn)(const void *arg);
+void fs_defer(fs_job_fn fn, const void *arg, size_t len);
+void fs_defer_reply(fs_job_fn fn, const void *arg, size_t len);
+int fs_defer_start(void);
+void fs_defer_stop(void);
 /* session.c: start fs.cfg.threads workers on fs.se (0, or -ENOMEM); after
  * the session has exited, wait for every one of them and join it. */
 int fs_workers_start(void);

@@ -242,6 +242,10 @@ static void mount_session(struct fuse_args *args)
 	}
 	free(fsname);
 	fuse_opt_add_arg(args, "-osubtype=kvfs");
+	/* libfuse's own option: a ring per CPU once the kernel's INIT offers
+	 * it (fs_op_init says which transport serves the mount) */
+	if (fs.cfg.io_uring && fs_uring_built())
+		fuse_opt_add_arg(args, "-oio_uring");
 	fs.se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), NULL);
 	if (!fs.se) {
 		kv_close(fs.env);
@@ -295,7 +299,7 @@ int main(int argc, char **argv)
 	if (rc)
 		fs_log("%s: cannot hear the other mounts' changes (%s): what this one caches of "
 		       "them holds up to %g s", fs.cfg.image, strerror(-rc), fs.cfg.timeout);
-	if (fs_workers_start())
+	if (fs_defer_start() || fs_workers_start())
 		die_status(1, "out of memory");
 	report_ready();
 
@@ -307,6 +311,7 @@ int main(int argc, char **argv)
 	if (kv_is_shared(fs.env))
 		kv_watch(fs.env, NULL, NULL); /* no notice to the session from now on */
 	fs_workers_stop();
+	fs_defer_stop();
 	fuse_session_destroy(fs.se); /* runs destroy: frees the orphans */
 	kv_close(fs.env);
 	fuse_opt_free_args(&args);

@@ -30,6 +30,7 @@ struct cli {
 	char *window;
 	char *timeout, *max_write, *threads; /* checked here: each error its own */
 	int writeback, nowriteback, nokeepcache, noskipopen, nocachedir, nocachesymlinks, noreaddirplus;
+	int noio_uring; /* the last of -o io_uring and -o noio_uring */
 	int noacl, acl_given; /* the last of -o acl and -o noacl */
 	char *compress;       /* the last of -o compress[=...] and -o nocompress: the value,
 				 "" bare, NULL for nocompress */
@@ -40,7 +41,8 @@ struct cli {
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_RO, KEY_NOATIME, KEY_RELATIME,
-       KEY_STRICTATIME, KEY_ACL, KEY_NOACL, KEY_COMPRESS, KEY_NOCOMPRESS };
+       KEY_STRICTATIME, KEY_ACL, KEY_NOACL, KEY_COMPRESS, KEY_NOCOMPRESS, KEY_URING,
+       KEY_NOURING };
 
 #define OPT(t, f) {t, offsetof(struct cli, f), 1}
 
@@ -64,6 +66,8 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("nocachedir", nocachedir),
 	OPT("nocachesymlinks", nocachesymlinks),
 	OPT("noreaddirplus", noreaddirplus),
+	FUSE_OPT_KEY("io_uring", KEY_URING),
+	FUSE_OPT_KEY("noio_uring", KEY_NOURING),
 	FUSE_OPT_KEY("acl", KEY_ACL),
 	FUSE_OPT_KEY("noacl", KEY_NOACL),
 	FUSE_OPT_KEY("compress", KEY_COMPRESS),
@@ -109,6 +113,10 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_NOACL:
 		c->noacl = key == KEY_NOACL;
 		c->acl_given = 1;
+		return 0;
+	case KEY_URING:
+	case KEY_NOURING:
+		c->noio_uring = key == KEY_NOURING;
 		return 0;
 	case KEY_COMPRESS:
 	case KEY_NOCOMPRESS:
@@ -214,6 +222,9 @@ static void usage(FILE *f)
 "  -o nocachedir          do not let the kernel cache directory listings\n"
 "  -o nocachesymlinks     do not let the kernel cache symlink targets\n"
 "  -o noreaddirplus       list directories without attributes\n"
+"  -o io_uring            serve requests over io_uring where the kernel offers\n"
+"                         it (default; needs kvfs built with libfuse 3.18+)\n"
+"  -o noio_uring          serve requests over /dev/fuse\n"
 "Other -o options are libfuse's (fsname, subtype, default_permissions, ...).\n");
 }
 
@@ -413,6 +424,7 @@ static int parse_args(struct fuse_args *args, struct cli *c)
 	fs.cfg.cache_dir = !c->nocachedir;
 	fs.cfg.cache_symlinks = !c->nocachesymlinks;
 	fs.cfg.readdirplus = !c->noreaddirplus;
+	fs.cfg.io_uring = !c->noio_uring;
 	fs.cfg.acl = !c->noacl;
 	fs.cfg.commit_ms = (unsigned)(commit > 86400 ? 86400 : commit) * 1000;
 	return -1;

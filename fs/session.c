@@ -83,18 +83,37 @@ static int use_syslog;
 
 /* Every line names the image (common.h's message line), so a log shared by
  * several mounts says which. */
-void fs_log(const char *fmt, ...)
+static void log_v(int to_syslog, int prio, const char *fmt, va_list ap)
 {
 	char line[1024];
-	va_list ap;
 
-	va_start(ap, fmt);
-	if (use_syslog) {
+	if (to_syslog) {
 		msg_vformat(line, sizeof(line), fs.cfg.image, fmt, ap);
-		syslog(LOG_ERR, "%s", line);
+		syslog(prio, "%s", line);
 	} else {
 		msg_vprint(stderr, "kvfs", fs.cfg.image, fmt, ap);
 	}
+}
+
+void fs_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_v(use_syslog, LOG_ERR, fmt, ap);
+	va_end(ap);
+}
+
+/* News, not trouble: never on the terminal of the command that mounts (a
+ * daemon not yet detached sends it to syslog already). */
+static void log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!fs.cfg.foreground)
+		openlog("kvfs", LOG_PID, LOG_DAEMON); /* as fs_log_to_syslog */
+	va_start(ap, fmt);
+	log_v(!fs.cfg.foreground, LOG_INFO, fmt, ap);
 	va_end(ap);
 }
 
@@ -161,6 +180,48 @@ void fs_caller(fuse_req_t req, int need_groups, struct fs_cred *c, gid_t *groups
 
 /* ------------------------------------------------------------- session -- */
 
+int fs_uring_built(void)
+{
+	return FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18);
+}
+
+/* The transport the kernel's INIT settles, and why, in the log: a user
+ * who expects io_uring can see what it needs. */
+static void log_transport(struct fuse_conn_info *conn)
+{
+	const char *why;
+
+	(void)conn;
+	if (!fs_uring_built()) {
+		log_info("%s: requests over /dev/fuse: this kvfs is built with libfuse %s, which "
+		       "has no io_uring (3.18 and later have)", fs.cfg.image, fuse_pkgversion());
+		return;
+	}
+	if (!fs.cfg.io_uring)
+		why = "-o noio_uring";
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+	else if (conn->capable_ext & FUSE_CAP_OVER_IO_URING) {
+		log_info("%s: requests over io_uring, a ring per CPU", fs.cfg.image);
+		return;
+	}
+#endif
+	else
+		why = "the kernel offers no io_uring (as root: echo Y > "
+		      "/sys/module/fuse/parameters/enable_uring)";
+	log_info("%s: requests over /dev/fuse: %s", fs.cfg.image, why);
+}
+
+int fs_req_uring(fuse_req_t req)
+{
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+	return fuse_req_is_uring(req);
+#else
+	(void)req;
+	return 0;
+#endif
+}
+
+
 void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
@@ -195,6 +256,7 @@ void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->max_readahead > (1u << 20))
 		conn->max_readahead = 1u << 20;
 	conn->time_gran = 1;
+	log_transport(conn);
 }
 
 void fs_op_destroy(void *userdata)

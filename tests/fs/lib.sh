@@ -24,6 +24,17 @@ if [ -n "${KVFS_TEST_PG_URL:-}" ]; then
 		{ echo "FAIL: cannot make the test's database"; exit 1; }
 	IMG=${KVFS_TEST_PG_URL/\/postgres\?//$PGDB?}
 fi
+# KVFS_TEST_TRANSPORT=devfuse: every mount of the test over /dev/fuse, not
+# io_uring (kvfs's default where its libfuse and the kernel have it): the
+# daemon is run through a wrapper that adds -o noio_uring (dev.sh check's
+# sanitizer pass, so that both transports run every test). KVFS_DAEMON is
+# the binary itself (ldd asks it whether it is a sanitizer build).
+KVFS_DAEMON=$KVFS_BIN
+if [ "${KVFS_TEST_TRANSPORT:-}" = devfuse ]; then
+	printf '#!/bin/sh\nexec "%s" "$@" -o noio_uring\n' "$KVFS_BIN" >"$T/kvfs"
+	chmod +x "$T/kvfs"
+	KVFS_BIN=$T/kvfs
+fi
 # a sanitizer build's daemon has no terminal: its reports go to files,
 # and any report fails the test at exit
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"

@@ -9,7 +9,7 @@ BIN=$1
 # lists for every nested transaction, which ASan maps and poisons afresh):
 # 100,000 entries took over 900 s there, so its full depth is 20,000.
 FULL=100000
-ldd "$KVFS_BIN" | grep -q libasan && FULL=20000
+ldd "$KVFS_DAEMON" | grep -q libasan && FULL=20000
 N=${KVFS_BIGDIR_N:-$(depth $FULL 5000)}
 kvfs_mkfs
 kvfs_mount -o durability=none

@@ -395,7 +395,7 @@ kvfs_umount
 # LMDB trusts its B-tree pages and may crash reading a damaged one: the
 # daemon then says so and exits 1, while mounting and once mounted (a
 # sanitizer build reports the crash itself, so the check is for others)
-if ! ldd "$KVFS_BIN" | grep -q libasan; then
+if ! ldd "$KVFS_DAEMON" | grep -q libasan; then
 	"$MKFS_BIN" -q -f "$T/fresh.img"
 	"$KVFS_BIN" "$T/fresh.img" "$MNT" || bad "mount a fresh image"
 	echo x >"$MNT/x"

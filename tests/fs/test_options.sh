@@ -88,5 +88,41 @@ for opts in relatime strictatime relatime,durability=full strictatime,durability
 	kvfs_umount
 done
 
+# The transport: -o noio_uring serves over /dev/fuse (libfuse starts no
+# ring threads), the default and -o io_uring over io_uring where this kvfs's
+# libfuse (kvfs -V) and the kernel (the fuse module's enable_uring) have it;
+# the log line says which, in the foreground on stderr.
+ring_threads() {
+	local pid
+	pid=$(pgrep -f -- " $MNT( |\$)" | head -1)
+	cat /proc/"$pid"/task/*/comm 2>/dev/null | grep -c '^fuse-ring' || true
+}
+uring=0
+if "$KVFS_DAEMON" -V | grep -qE 'libfuse 3\.(1[89]|[2-9][0-9])' &&
+	[ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ] &&
+	[ "${KVFS_TEST_TRANSPORT:-}" != devfuse ]; then
+	uring=1
+fi
+for opts in noio_uring io_uring ""; do
+	if [ -n "$opts" ]; then kvfs_mount -o "$opts"; else kvfs_mount; fi
+	check_visibility
+	if [ "$opts" != noio_uring ] && [ $uring = 1 ]; then
+		expect "${opts:-default}: served over io_uring" [ "$(ring_threads)" -gt 0 ]
+	else
+		expect "${opts:-default}: served over /dev/fuse" same "$(ring_threads)" 0
+	fi
+	kvfs_umount
+done
+"$KVFS_BIN" -f "$IMG" "$MNT" 2>"$T/fg.log" &
+for i in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.05; done
+ls "$MNT" >/dev/null
+kvfs_umount
+wait
+if [ $uring = 1 ]; then
+	expect "the log names the transport" grep -q "requests over io_uring" "$T/fg.log"
+else
+	expect "the log names the transport and why" grep -q "requests over /dev/fuse: ." "$T/fg.log"
+fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

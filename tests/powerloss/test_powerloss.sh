@@ -41,7 +41,7 @@ SEED=${KVFS_POWERLOSS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 PRELOAD=$SHIM
 POINTS=${KVFS_POWERLOSS_POINTS:-180}
 OPS=${KVFS_POWERLOSS_OPS:-1500}
-asan=$(ldd "$KVFS_BIN" | sed -n 's/^\s*libasan\.so[^ ]* => \([^ ]*\).*/\1/p')
+asan=$(ldd "$KVFS_DAEMON" | sed -n 's/^\s*libasan\.so[^ ]* => \([^ ]*\).*/\1/p')
 if [ -n "$asan" ]; then
 	PRELOAD="$asan:$SHIM"
 	POINTS=${KVFS_POWERLOSS_POINTS:-60}
