@@ -173,17 +173,6 @@ struct kv_env {
 #define KV_WIN_BITS 65536
 	_Atomic uint64_t win_bits[KV_WIN_BITS / 64]; /* inodes changed in the window */
 
-	/* flusher (flusher.c) */
-	pthread_t flusher;
-	pthread_mutex_t f_lock;
-	pthread_cond_t f_cond;
-	unsigned f_kick;          /* f_lock: kicks not yet served */
-	int f_stop;               /* f_lock */
-	unsigned f_done;          /* f_lock: kicks served (tests wait on it) */
-	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
-	uint64_t f_wb_from;       /* the flusher's: written back before here */
-	int f_no_alloc;           /* the host refused fallocate */
-
 	/* room (room.c) */
 	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
 	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */

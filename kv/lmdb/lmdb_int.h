@@ -12,9 +12,27 @@
 
 #include "kv_int.h"
 
+/* The flusher's state (flusher.c): guarded by its lock, but for what the
+ * flusher thread alone touches once it runs. */
+struct kv_flusher {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned kick;       /* lock: kicks not yet served */
+	int stop;            /* lock */
+	unsigned done;       /* lock: kicks served (tests wait on it) */
+	/* the flusher thread's (wb_from set by kv_flusher_start before it runs): */
+	uint64_t alloc_end;  /* allocated up to here */
+	uint64_t wb_from;    /* written back before here */
+	int no_alloc;        /* the host refused fallocate */
+};
+
+/* The engine's state (e->eng_priv), made at open and freed at close, after
+ * the writer stopped the flusher. */
 struct kv_lmdb {
 	MDB_env *env;
 	MDB_dbi dbi[KV_NDB];
+	struct kv_flusher flush;
 };
 
 static inline struct kv_lmdb *kv_lmdb(const kv_env *e)
