@@ -173,15 +173,8 @@ struct kv_env {
 #define KV_WIN_BITS 65536
 	_Atomic uint64_t win_bits[KV_WIN_BITS / 64]; /* inodes changed in the window */
 
-	/* room (room.c) */
-	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
-	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */
+	/* the room, published by the engine's room hooks and by the window */
 	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
-	uint64_t room_anchor;     /* the extent when the writer started (set once) */
-	uint64_t room_use_max;    /* the role's: pages in use ordinary changes may reach */
-	int room_tight;           /* the role's: the extent is past room_use_max */
-	uint64_t room_next;       /* the role's: look again once the extent passes this */
-	int room_no_alloc;        /* the role's: the host refused fallocate */
 	int in_reserve;           /* the role's: running an op in the reserve */
 	int touched;              /* the role's: the last commit was run_touch's */
 
