@@ -64,7 +64,7 @@ int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 		return -EROFS;
 	if (in->inline_len > KV_SYMLINK_MAX)
 		return -ENAMETOOLONG;
-	if (t->env->ic)
+	if (t->env->ic.slots)
 		kv_icache_put(t->env, in); /* icache.c invariant 1: before it is told */
 	/* inline_data may point into this record as kv_inode_get found it; a
 	 * put of another size moves the records of a dirty page: copy first */
@@ -197,7 +197,7 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
-	if (t->env->ic)
+	if (t->env->ic.slots)
 		kv_icache_del(t->env, ino);
 	flags = inode_flags(t, ino);
 	rc = kv_share_purge(t, ino, flags, &unwritten); /* extents; a lender's blocks */

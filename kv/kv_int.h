@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "icache.h"
 #include "kv.h"
 
 extern const char *const kv_db_names[KV_NDB];
@@ -91,16 +92,6 @@ struct kv_reader {
 	struct kv_zscratch z;
 	int active;
 	struct kv_reader *prev, *next; /* env->readers */
-};
-
-/* icache.c's table: 256 slots by inode number; an op puts at most a few
- * inodes (a rename: both directories, the inode, the one it replaces). */
-#define KV_ICACHE_BITS 8
-#define KV_ICACHE_OP 8
-#define KV_ICACHE_TOP 512
-struct kv_icache_slot {
-	struct kv_inode in;       /* in.ino 0: empty */
-	int64_t at_ns;            /* when its commit was seen (CLOCK_MONOTONIC_COARSE) */
 };
 
 struct kv_env {
@@ -200,32 +191,8 @@ struct kv_env {
 	kv_change_fn watch_fn;    /* kv_watch's */
 	void *watch_arg;
 
-	/* inode records this mount committed lately, on a shared store
-	 * (icache.c): the table, and the role's lists */
-	pthread_mutex_t ic_lock;
-	struct kv_icache_slot *ic; /* 1 << KV_ICACHE_BITS slots; NULL: none kept */
-	struct kv_inode ic_op[KV_ICACHE_OP]; /* the op's puts (mode 0: deleted) */
-	unsigned ic_op_n;
-	int ic_op_lost;           /* the op put more than ic_op holds */
-	struct kv_inode *ic_top;  /* KV_ICACHE_TOP: the transaction's, ops committed */
-	unsigned ic_top_n;
-	int ic_top_full;          /* its commit keeps none */
+	struct kv_icache ic;      /* icache.h */
 };
-
-/* icache.c: see there. kv_icache_op_begin and _op_done bracket an op's
- * child transaction (done: it committed), _top_begin and _top_done a
- * top-level write transaction (done: it committed); kv_inode_put and
- * kv_inode_delete call _put and _del; a note from another mount, _forget. */
-int kv_icache_init(kv_env *e);
-void kv_icache_free(kv_env *e);
-void kv_icache_put(kv_env *e, const struct kv_inode *in);
-void kv_icache_del(kv_env *e, uint64_t ino);
-void kv_icache_forget(kv_env *e, uint64_t ino);
-void kv_icache_forget_all(kv_env *e);
-void kv_icache_op_begin(kv_env *e);
-void kv_icache_op_done(kv_env *e);
-void kv_icache_top_begin(kv_env *e);
-void kv_icache_top_done(kv_env *e);
 
 /* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */
 #define KV_CHANGE_MSG_MAX 7800
