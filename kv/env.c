@@ -270,7 +270,7 @@ void kv_close(kv_env *e)
 	kv_z_free(&e->wz);
 	e->eng->close(e);
 	kv_icache_free(e);
-	free(e->chg);
+	free(e->chg.buf);
 	free(e->lost_ino);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "change.h"
 #include "engine.h"
 #include "icache.h"
 #include "kv.h"
@@ -183,39 +184,11 @@ struct kv_env {
 	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
 	                             i is not there (read as empty) */
 
-	/* what a shared store's other mounts are told (change.c) */
-	uint64_t mount_id;        /* random, set at open */
-	char *chg;                /* the role's: the notes of the open transaction */
-	size_t chg_len, chg_cap;
-	uint64_t chg_seen[256];   /* the role's: inodes noted lately */
-	kv_change_fn watch_fn;    /* kv_watch's */
-	void *watch_arg;
+	struct kv_change chg;     /* change.h */
 
 	struct kv_icache ic;      /* icache.h */
 };
 
-/* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */
-#define KV_CHANGE_MSG_MAX 7800
-/* A message's head, "kvfs1 " and the mount's 16 hex digits: written at buf
- * (KV_CHANGE_HEAD + 1 bytes, NUL included); its length. A message of the
- * head alone tells nothing (a mount's hello). */
-#define KV_CHANGE_HEAD 22
-size_t kv_change_head(const kv_env *e, char *buf);
-void kv_change_init(kv_env *e);
-/* A top-level write transaction begins: no notes yet. */
-void kv_change_begin(kv_env *e);
-/* Note a changed inode, a name added or removed in dir (the role). */
-void kv_change_ino(kv_env *e, uint64_t ino);
-void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len);
-/* The open transaction's changes were told, and its commit failed (the
- * role; window.c invariant 5): count the loss, and keep the inodes it
- * changed for kv_lost_check. */
-void kv_change_lost(kv_env *e);
-/* Hand the notes to the engine just before x commits. -errno. */
-int kv_change_publish(kv_env *e, kv_etxn *x);
-/* A message from the engine's listener: to the watcher, unless our own.
- * -EINVAL for a message that is not one. */
-int kv_change_deliver(kv_env *e, const char *msg, size_t len);
 /* Another mount asked for the store's lease (engine.h: lease; from the
  * engine's listener): the window commits and gives it up (window.c). */
 void kv_lease_asked(kv_env *e);

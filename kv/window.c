@@ -478,7 +478,7 @@ static int win_close(kv_env *e, int sync)
 	avail = kv_eroom_avail(e, e->win);
 	if (rc == 0) {
 		kv_unwritten_prepare(e, e->win);
-		rc = e->eng->shared && e->chg_len ? kv_change_publish(e, e->win) : 0;
+		rc = e->eng->shared && e->chg.len ? kv_change_publish(e, e->win) : 0;
 	}
 	if (rc) {
 		e->eng->txn_abort(e, e->win);

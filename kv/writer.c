@@ -264,7 +264,7 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 		s.next_ino = next_ino;
 		rc = kv_super_store(&t, &s);
 	}
-	if (rc == 0 && e->eng->shared && e->chg_len)
+	if (rc == 0 && e->eng->shared && e->chg.len)
 		rc = kv_change_publish(e, parent); /* for the other mounts (change.c) */
 	if (rc) {
 		e->eng->txn_abort(e, parent);
