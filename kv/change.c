@@ -225,7 +225,7 @@ void kv_change_lost(kv_env *e)
 
 	kv_icache_forget_all(e); /* a failover may have lost more */
 	pthread_mutex_lock(&e->q_lock);
-	n = e->lost_n;
+	n = e->lost.n;
 	while (p + 2 < end) {
 		uint64_t ino;
 
@@ -235,31 +235,31 @@ void kv_change_lost(kv_env *e)
 				p++; /* a name: its directory's inode has a record too */
 			continue;
 		}
-		if (e->lost_n == e->lost_cap) {
-			size_t cap = e->lost_cap ? 2 * e->lost_cap : 256;
-			uint64_t *a = realloc(e->lost_ino, cap * sizeof(*a));
+		if (e->lost.n == e->lost.cap) {
+			size_t cap = e->lost.cap ? 2 * e->lost.cap : 256;
+			uint64_t *a = realloc(e->lost.ino, cap * sizeof(*a));
 
 			if (!a)
 				break; /* the fsyncs of files open now still say it */
-			e->lost_ino = a;
-			e->lost_cap = cap;
+			e->lost.ino = a;
+			e->lost.cap = cap;
 		}
-		e->lost_ino[e->lost_n++] = ino;
+		e->lost.ino[e->lost.n++] = ino;
 	}
-	if (e->lost_n > n)
-		qsort(e->lost_ino, e->lost_n, sizeof(*e->lost_ino), ino_cmp);
-	atomic_fetch_add_explicit(&e->lost, 1, memory_order_release);
+	if (e->lost.n > n)
+		qsort(e->lost.ino, e->lost.n, sizeof(*e->lost.ino), ino_cmp);
+	atomic_fetch_add_explicit(&e->lost.count, 1, memory_order_release);
 	pthread_mutex_unlock(&e->q_lock);
 }
 
 uint64_t kv_lost_sample(kv_env *e, int writing)
 {
-	return atomic_load_explicit(&e->lost, memory_order_acquire) << 1 | (writing != 0);
+	return atomic_load_explicit(&e->lost.count, memory_order_acquire) << 1 | (writing != 0);
 }
 
 int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
 {
-	uint64_t lost = atomic_load_explicit(&e->lost, memory_order_acquire);
+	uint64_t lost = atomic_load_explicit(&e->lost.count, memory_order_acquire);
 	uint64_t *at;
 	int rc;
 
@@ -269,10 +269,10 @@ int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
 		return (sample & 1) && sample >> 1 != lost ? -EIO : 0;
 	rc = sample >> 1 != lost ? -EIO : 0;
 	pthread_mutex_lock(&e->q_lock);
-	at = bsearch(&ino, e->lost_ino, e->lost_n, sizeof(ino), ino_cmp);
+	at = bsearch(&ino, e->lost.ino, e->lost.n, sizeof(ino), ino_cmp);
 	if (at) { /* reported once: later fsyncs of it cover only later changes */
-		memmove(at, at + 1, (size_t)(e->lost_ino + e->lost_n - at - 1) * sizeof(ino));
-		e->lost_n--;
+		memmove(at, at + 1, (size_t)(e->lost.ino + e->lost.n - at - 1) * sizeof(ino));
+		e->lost.n--;
 		rc = -EIO;
 	}
 	pthread_mutex_unlock(&e->q_lock);

@@ -1,7 +1,8 @@
 /*
  * change.h - what a shared store's mounts tell each other (change.c): the
  * notes of the open transaction, the mount's name in its messages, and
- * the watcher the other mounts' messages go to.
+ * the watcher the other mounts' messages go to; the windows a shared
+ * store lost.
  */
 #ifndef KVFS_KV_CHANGE_H
 #define KVFS_KV_CHANGE_H
@@ -24,6 +25,17 @@ struct kv_change {
 	uint64_t seen[256];       /* inodes noted lately */
 	kv_change_fn watch_fn;    /* kv_watch's */
 	void *watch_arg;
+};
+
+/* env->lost: windows of told changes a shared store lost (window.c
+ * invariant 5), for kv_lost_check. ino, n and cap are guarded by the
+ * writer's q_lock (env->q_lock); count is atomic, added to (release) with
+ * q_lock held after ino took the loss's inodes, read (acquire) without it. */
+struct kv_lost {
+	_Atomic uint64_t count;   /* the windows lost */
+	uint64_t *ino;            /* inodes they changed, sorted, each until an
+	                             fsync of it reports it */
+	size_t n, cap;
 };
 
 /* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */

@@ -271,7 +271,7 @@ void kv_close(kv_env *e)
 	e->eng->close(e);
 	kv_icache_free(e);
 	free(e->chg.buf);
-	free(e->lost_ino);
+	free(e->lost.ino);
 	pthread_rwlock_destroy(&e->map_lock);
 	pthread_mutex_destroy(&e->readers_lock);
 	free(e->path);

@@ -152,10 +152,6 @@ struct kv_env {
 	                             mount's alone (engine.h: lease; window.c) */
 	atomic_int alone;         /* the role writes: W holds the store's lease */
 	atomic_int lease_asked;   /* another mount asked for the lease: give it up */
-	_Atomic uint64_t lost;    /* windows of told changes a shared store lost */
-	uint64_t *lost_ino;       /* q_lock: inodes they changed, each until an
-	                             fsync of it reports it (change.c) */
-	size_t lost_n, lost_cap;
 	uint64_t ino_floor;       /* the role's: inode numbers below it may have been
 	                             given out in a lost window: never again */
 	int win_ready;            /* q_lock: the writer thread has looked for room */
@@ -185,6 +181,7 @@ struct kv_env {
 	                             i is not there (read as empty) */
 
 	struct kv_change chg;     /* change.h */
+	struct kv_lost lost;      /* change.h */
 
 	struct kv_icache ic;      /* icache.h */
 };
