@@ -286,7 +286,7 @@ int kv_is_shared(kv_env *e)
 
 int kv_is_alone(kv_env *e)
 {
-	return atomic_load(&e->alone);
+	return atomic_load(&e->win.alone);
 }
 
 int kv_watch(kv_env *e, kv_change_fn fn, void *arg)

@@ -212,10 +212,10 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->sync_interval_ms = o->sync_interval_ms;
 	e->eng = kv_engine_for(path);
 	if (!e->readonly && e->durability != KV_DURABLE_FULL) {
-		e->window_ms = o->window_ms;
-		if (!e->window_ms && e->eng->lease && o->mount && o->alone_window_ms) {
-			e->window_ms = o->alone_window_ms;
-			e->win_alone = 1;
+		e->win.ms = o->window_ms;
+		if (!e->win.ms && e->eng->lease && o->mount && o->alone_window_ms) {
+			e->win.ms = o->alone_window_ms;
+			e->win.alone_only = 1;
 		}
 	}
 	e->path = strdup(path);
@@ -301,7 +301,7 @@ int kv_sync(kv_env *e)
 	 * disk's cache per fsync(2) (bench: random write + fsync). */
 	if (e->readonly || e->durability == KV_DURABLE_FULL)
 		return 0;
-	if (e->window_ms) /* the window's commit, then its sync (window.c) */
+	if (e->win.ms) /* the window's commit, then its sync (window.c) */
 		return kv_write(e, kv_apply_nothing, NULL, KV_OP_SYNC);
 	return kv_err(NULL, e->eng->sync(e), "sync");
 }
@@ -424,7 +424,7 @@ static int read_begin(kv_env *e, kv_txn **out)
 int kv_read_begin(kv_env *e, kv_txn **out)
 {
 	/* window.c invariant 3: the count of commits as of before the snapshot */
-	uint64_t gen = atomic_load_explicit(&e->win_gen, memory_order_acquire);
+	uint64_t gen = atomic_load_explicit(&e->win.gen, memory_order_acquire);
 	int rc = read_begin(e, out);
 
 	if (rc == 0)

@@ -132,7 +132,7 @@ int kv_super_check(kv_env *e, kv_etxn *x)
 	}
 	e->super = s;
 	/* not below numbers a lost window gave out (window.c, invariant 5) */
-	e->next_ino = s.next_ino > e->ino_floor ? s.next_ino : e->ino_floor;
+	e->next_ino = s.next_ino > e->win.ino_floor ? s.next_ino : e->win.ino_floor;
 	atomic_store(&e->features, s.feature_incompat);
 	return 0;
 }
@@ -145,7 +145,7 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 		rc = kv_super_check(e, x);
 	if (rc < 0)
 		return rc;
-	e->super_guess = rc; /* as env had it: the next window may guess so */
+	e->win.super_guess = rc; /* as env had it: the next window may guess so */
 	return 0;
 }
 

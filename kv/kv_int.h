@@ -40,6 +40,7 @@
 #include "engine.h"
 #include "icache.h"
 #include "kv.h"
+#include "window.h"
 
 extern const char *const kv_db_names[KV_NDB];
 
@@ -63,7 +64,7 @@ struct kv_txn {
 	int over;                  /* write txns: past the room for ordinary changes */
 	int win_op;                /* write txns: an op in the open window (window.c) */
 	/* read txns beside an open window (window.c): */
-	uint64_t gen;              /* env->win_gen when it began */
+	uint64_t gen;              /* env->win.gen when it began */
 	int in_window;             /* reading the window, the writer's role held */
 	kv_etxn *snap;             /* the thread's own txn meanwhile */
 	kv_ecur *wcur[KV_NDB];  /* cursors on the window */
@@ -132,34 +133,9 @@ struct kv_env {
 	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
 	kv_etxn *w_txn;           /* the batch transaction while it is open */
 
-	/* the window (window.c), durability fsync and none when window_ms */
-	unsigned window_ms;       /* set at open: 0 for no window */
-	kv_etxn *win;             /* the role's: the open window, begun and ended by
-	                             the writer thread */
-	int win_dirty;            /* the role's: changes applied since it began */
-	int win_fresh;            /* the role's: a shared store's W before its first op */
-	int super_guess;          /* the role's: the last look found the superblock as
-	                             env had it: the next W guesses so (window.c) */
-	struct timespec win_start; /* the role's: when the first one was */
-	uint64_t win_bytes;       /* the role's: file data applied in it */
-	uint64_t win_pages;       /* the role's: pages its changes may take, estimated */
-	uint64_t win_room;        /* the role's: pages it may take before it commits */
-	int win_commit;           /* q_lock: commit it now (size, a sync) */
-	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
-	                             -errno, and the store takes no more changes */
-	int win_told;             /* the role's: an op applied in it was told */
-	int win_alone;            /* set at open: a window only while the store is this
-	                             mount's alone (engine.h: lease; window.c) */
-	atomic_int alone;         /* the role writes: W holds the store's lease */
-	atomic_int lease_asked;   /* another mount asked for the lease: give it up */
-	uint64_t ino_floor;       /* the role's: inode numbers below it may have been
-	                             given out in a lost window: never again */
-	int win_ready;            /* q_lock: the writer thread has looked for room */
+	struct kv_window win;     /* window.h */
 	int role_waiters;         /* q_lock: readers waiting for the role */
 	pthread_cond_t role_cond; /* q_lock: the role came free */
-	_Atomic uint64_t win_gen; /* commits so far (readers compare it) */
-#define KV_WIN_BITS 65536
-	_Atomic uint64_t win_bits[KV_WIN_BITS / 64]; /* inodes changed in the window */
 
 	/* the room, published by the engine's room hooks and by the window */
 	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
@@ -207,17 +183,6 @@ int kv_unwritten_add(kv_txn *t, int64_t delta);
 /* The count stored in txn (0 when the record is absent; -EIO when it is
  * damaged). */
 int kv_unwritten_read(kv_env *e, kv_etxn *txn, uint64_t *count);
-
-/* The window (window.c). Mark ino changed in the open window (an op's txn
- * there; nothing elsewhere: a batch is committed before it is told). */
-void kv_win_mark(kv_txn *txn, uint64_t ino);
-/* Before a read of ino's records in a read txn: 0 to read them in txn as
- * it is, or after switching it to the window, when ino changed there or a
- * commit came since txn began (the writer's role is then held until
- * kv_read_end); -errno. */
-int kv_win_route(kv_txn *txn, uint64_t ino);
-/* kv_read_end's part: let go of the window. */
-void kv_win_leave(kv_txn *txn);
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64; hash.c).
  * Tests replace it to force collisions. */

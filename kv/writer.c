@@ -317,7 +317,7 @@ static int commit_short(kv_env *e, enum short_of why, int *host_retried)
  * error goes to the ops that asked). */
 void kv_after_commit(kv_env *e)
 {
-	assert(kv_role_mine(e) && !e->w_txn && !e->win);
+	assert(kv_role_mine(e) && !e->w_txn && !e->win.txn);
 	e->touched = 0;
 	e->unsynced = e->durability != KV_DURABLE_FULL;
 	if (e->wb_bytes >= KV_FLUSH_KICK) {
@@ -371,8 +371,8 @@ struct batch {
  * it wrote are counted once, by the next try (wb_bytes: what it was). */
 static struct kv_op *try_again(kv_env *e, struct kv_op *start, uint64_t wb_bytes)
 {
-	e->super_guess = 0;
-	e->next_ino = e->super.next_ino > e->ino_floor ? e->super.next_ino : e->ino_floor;
+	e->win.super_guess = 0;
+	e->next_ino = e->super.next_ino > e->win.ino_floor ? e->super.next_ino : e->win.ino_floor;
 	e->wb_bytes = wb_bytes;
 	for (struct kv_op *op = start; op; op = op->next)
 		op->rc = 0;
@@ -445,7 +445,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 {
 	/* a shared store's superblock, guessed as env has it (window.c
 	 * invariant 6): read with the ops' first reads, checked after them */
-	int guess = e->eng->shared && e->super_guess;
+	int guess = e->eng->shared && e->win.super_guess;
 	/* and its other reads guessed from the last commit, checked with the
 	 * changes (engine.h: KV_TXN_GUESS): a flat try only, as one op's
 	 * failure there (perhaps a wrong guess's) stops the whole try */
@@ -456,7 +456,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	int rc;
 
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
-	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
+	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win.txn);
 	b->wb_bytes = e->wb_bytes;
 	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, flags, &parent), "begin batch");
 	if (rc == 0 && e->eng->shared &&
@@ -543,7 +543,7 @@ static int writer_needs_wake(kv_env *e)
 	/* unsynced is the role's: read only while nobody holds it */
 	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != KV_W_LAZY) ||
 	       (e->w_timed == KV_W_NONE && !e->w_busy && e->sync_interval_ms && e->unsynced) ||
-	       e->win_commit || (!e->w_busy && e->win_dirty && e->w_timed != KV_W_WINDOW);
+	       e->win.commit || (!e->w_busy && e->win.dirty && e->w_timed != KV_W_WINDOW);
 }
 
 void kv_role_release_locked(kv_env *e)
@@ -625,7 +625,7 @@ static void *writer_main(void *arg)
 {
 	kv_env *e = arg;
 
-	if (e->window_ms)
+	if (e->win.ms)
 		return kv_window_main(e);
 
 	pthread_mutex_lock(&e->q_lock);
@@ -676,9 +676,9 @@ int kv_writer_start(kv_env *e)
 		goto free_bufs;
 	}
 	e->writer_running = 1;
-	if (e->window_ms) { /* its first window open before the first op */
+	if (e->win.ms) { /* its first window open before the first op */
 		pthread_mutex_lock(&e->q_lock);
-		while (!e->win_ready)
+		while (!e->win.ready)
 			pthread_cond_wait(&e->role_cond, &e->q_lock);
 		pthread_mutex_unlock(&e->q_lock);
 	}
@@ -754,15 +754,15 @@ int kv_settle(kv_env *e)
 
 	if (e->readonly || !e->writer_running)
 		return 0;
-	if (e->window_ms) {
+	if (e->win.ms) {
 		/* what was applied, counted as committed; nothing applied since
 		 * the last commit (a close after reads): nothing to wait for */
 		int idle;
 
 		pthread_mutex_lock(&e->q_lock);
-		/* win_dirty is the role's: read while nobody holds it */
-		idle = !e->w_busy && !e->q_head && !e->lazy_head && !e->win_commit &&
-		       !e->win_failed && !(e->win && e->win_dirty);
+		/* win.dirty is the role's: read while nobody holds it */
+		idle = !e->w_busy && !e->q_head && !e->lazy_head && !e->win.commit &&
+		       !e->win.failed && !(e->win.txn && e->win.dirty);
 		pthread_mutex_unlock(&e->q_lock);
 		return idle ? 0 : kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
 	}
@@ -812,12 +812,12 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 		return -EROFS;
 	assert(!kv_reading(e)); /* invariant 6 */
 	assert(!kv_role_mine(e)); /* not from apply() or done(): the role is theirs */
-	if (e->window_ms && kv_win_lead(e, apply, arg, flags, &rc))
+	if (e->win.ms && kv_win_lead(e, apply, arg, flags, &rc))
 		return rc;
 	pthread_mutex_lock(&e->q_lock);
 	/* a batch of its own, unless a window is open (or its commit failed):
 	 * the window's writer thread holds LMDB's write lock */
-	if ((!e->window_ms || (!e->win && !e->win_failed)) && !e->w_busy && !e->q_head &&
+	if ((!e->win.ms || (!e->win.txn && !e->win.failed)) && !e->w_busy && !e->q_head &&
 	    !e->q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
 		struct kv_op *batch;
