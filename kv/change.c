@@ -224,7 +224,7 @@ void kv_change_lost(kv_env *e)
 	size_t n;
 
 	kv_icache_forget_all(e); /* a failover may have lost more */
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	n = e->lost.n;
 	while (p + 2 < end) {
 		uint64_t ino;
@@ -249,7 +249,7 @@ void kv_change_lost(kv_env *e)
 	if (e->lost.n > n)
 		qsort(e->lost.ino, e->lost.n, sizeof(*e->lost.ino), ino_cmp);
 	atomic_fetch_add_explicit(&e->lost.count, 1, memory_order_release);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 uint64_t kv_lost_sample(kv_env *e, int writing)
@@ -268,14 +268,14 @@ int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
 	if (!ino) /* a close: of a file open for writing across a loss */
 		return (sample & 1) && sample >> 1 != lost ? -EIO : 0;
 	rc = sample >> 1 != lost ? -EIO : 0;
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	at = bsearch(&ino, e->lost.ino, e->lost.n, sizeof(ino), ino_cmp);
 	if (at) { /* reported once: later fsyncs of it cover only later changes */
 		memmove(at, at + 1, (size_t)(e->lost.ino + e->lost.n - at - 1) * sizeof(ino));
 		e->lost.n--;
 		rc = -EIO;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return rc;
 }
 

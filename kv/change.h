@@ -29,7 +29,7 @@ struct kv_change {
 
 /* env->lost: windows of told changes a shared store lost (window.c
  * invariant 5), for kv_lost_check. ino, n and cap are guarded by the
- * writer's q_lock (env->q_lock); count is atomic, added to (release) with
+ * writer's q_lock (env->w.q_lock); count is atomic, added to (release) with
  * q_lock held after ino took the loss's inodes, read (acquire) without it. */
 struct kv_lost {
 	_Atomic uint64_t count;   /* the windows lost */

@@ -209,7 +209,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->mount = o->mount;
 	e->durability = o->durability;
 	e->max_size = o->max_size & ~4095ULL;
-	e->sync_interval_ms = o->sync_interval_ms;
+	e->w.sync_interval_ms = o->sync_interval_ms;
 	e->eng = kv_engine_for(path);
 	if (!e->readonly && e->durability != KV_DURABLE_FULL) {
 		e->win.ms = o->window_ms;
@@ -228,7 +228,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 		goto free_env;
 	}
 
-	e->next_ino = e->super.next_ino;
+	e->w.next_ino = e->super.next_ino;
 	kv_change_init(e);
 	(void)kv_icache_init(e); /* without it (ENOMEM), every getattr reads */
 	init_locks(e);
@@ -253,7 +253,7 @@ void kv_close(kv_env *e)
 {
 	if (!e)
 		return;
-	if (e->writer_running)
+	if (e->w.running)
 		kv_writer_stop(e);
 	pthread_key_delete(e->tls);
 	pthread_mutex_lock(&e->readers_lock);

@@ -14,8 +14,8 @@
  *  1. Keys are big-endian so cursors walk them in numeric order; record
  *     fields are little-endian. The encoders here and docs/FORMAT.md agree.
  *  2. Only the holder of the writer's role (writer.c: the writer thread or
- *     a leading kv_write caller) holds a write transaction; env->wbuf and
- *     env->next_ino are the role's alone.
+ *     a leading kv_write caller) holds a write transaction; env->w.wbuf and
+ *     env->w.next_ino are the role's alone (writer.h: struct kv_writer).
  *  3. (LMDB) The map is resized only with env->map_lock held for writing,
  *     so no reader holds a pointer into the map while it moves; the thread
  *     that resizes it holds no transaction of its own (lmdb.c invariant 3).
@@ -30,6 +30,7 @@
 #ifndef KVFS_KV_INT_H
 #define KVFS_KV_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,6 +42,7 @@
 #include "icache.h"
 #include "kv.h"
 #include "window.h"
+#include "writer.h"
 
 extern const char *const kv_db_names[KV_NDB];
 
@@ -60,7 +62,7 @@ struct kv_txn {
 	int txn_full;              /* an engine call returned KV_ETXN_FULL */
 	kv_ecur *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
-	unsigned inl_next;         /* write txns: the next env->ibuf slot */
+	unsigned inl_next;         /* write txns: the next env->w.ibuf slot */
 	int over;                  /* write txns: past the room for ordinary changes */
 	int win_op;                /* write txns: an op in the open window (window.c) */
 	/* read txns beside an open window (window.c): */
@@ -72,7 +74,7 @@ struct kv_txn {
 
 /* An op reads the inline data (symlink targets) of at most two inodes (a
  * rename of one symlink over another); kv_inode_get in a write txn copies it
- * into one of these slots of env->ibuf, in turn. */
+ * into one of these slots of env->w.ibuf, in turn. */
 #define KV_INL_SLOTS 4
 
 /* Where compressed blocks are decompressed (zstd.c invariant 3). */
@@ -113,34 +115,12 @@ struct kv_env {
 	struct kv_reader *readers;
 	pthread_rwlock_t map_lock;
 
-	/* writer */
-	pthread_t writer;
-	int writer_running;
-	pthread_mutex_t q_lock;
-	pthread_cond_t q_cond;
-	struct kv_op *q_head, *q_tail;
-	int q_stop;
-	struct kv_op *lazy_head, *lazy_tail; /* kv_submit_lazy (q_lock) */
-	int w_busy;               /* a thread holds the writer's role (q_lock) */
-	int w_timed;              /* the writer thread waits with a timeout (q_lock):
-	                             W_SYNC or W_LAZY */
-	unsigned sync_interval_ms;
-	/* the writer's role only (whoever holds w_busy, or the writer thread): */
-	int unsynced;             /* commits not yet made durable */
-	uint64_t next_ino;
-	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
-	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
-	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
-	kv_etxn *w_txn;           /* the batch transaction while it is open */
+	struct kv_writer w;       /* writer.h */
 
 	struct kv_window win;     /* window.h */
-	int role_waiters;         /* q_lock: readers waiting for the role */
-	pthread_cond_t role_cond; /* q_lock: the role came free */
 
-	/* the room, published by the engine's room hooks and by the window */
-	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
-	int in_reserve;           /* the role's: running an op in the reserve */
-	int touched;              /* the role's: the last commit was run_touch's */
+	_Atomic uint64_t room_avail; /* kv_room_avail, as of the last commit: the role
+	                                writes it (room hooks, the window), anyone reads */
 
 	/* unwritten blocks (data.c): what fallocate promised */
 	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
@@ -319,6 +299,44 @@ static inline int kv_cget(kv_txn *t, kv_ecur *c, kv_val *k, kv_val *v, enum kv_c
 static inline int kv_cdel(kv_txn *t, kv_ecur *c)
 {
 	return t->env->eng->cur_del(t->env, c);
+}
+
+/* The engine's hooks of an image file's upkeep (engine.h contract 9), as
+ * the writer's role calls them; for an engine without them, what a store
+ * without a map of its own has: room never short, a map never full,
+ * nothing allocated ahead. */
+static inline int kv_eroom_update(kv_env *e)
+{
+	if (e->eng->room_update)
+		return e->eng->room_update(e);
+	atomic_store(&e->room_avail, KV_ROOM_UNMEASURED);
+	return 0;
+}
+
+static inline void kv_eroom_check(kv_env *e)
+{
+	if (e->eng->room_check)
+		e->eng->room_check(e);
+}
+
+static inline int kv_eroom_over(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_over && e->eng->room_over(e, x);
+}
+
+static inline uint64_t kv_eroom_avail(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_avail ? e->eng->room_avail(e, x) : KV_ROOM_UNMEASURED;
+}
+
+static inline uint64_t kv_eroom_window(kv_env *e, uint64_t want)
+{
+	return e->eng->room_window ? e->eng->room_window(e, want) : want;
+}
+
+static inline int kv_emap_grow(kv_env *e)
+{
+	return e->eng->map_grow ? e->eng->map_grow(e) : -ENOSPC;
 }
 
 /* Check a block value of key (ino, idx); set *len to its data length. A

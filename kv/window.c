@@ -79,6 +79,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kv_int.h"
 #include "window.h"
 #include "writer.h"
 
@@ -150,10 +151,10 @@ int kv_read_changed(kv_txn *t, uint64_t ino)
  * no read transaction: invariant 4). */
 static void role_wait_take(kv_env *e)
 {
-	while (e->w_busy) {
-		e->role_waiters++;
-		pthread_cond_wait(&e->role_cond, &e->q_lock);
-		e->role_waiters--;
+	while (e->w.busy) {
+		e->w.role_waiters++;
+		pthread_cond_wait(&e->w.role_cond, &e->w.q_lock);
+		e->w.role_waiters--;
 	}
 	kv_role_take(e);
 }
@@ -166,22 +167,22 @@ int kv_read_begin_window(kv_env *e, kv_txn **out)
 
 	if (!e->win.ms || e->readonly)
 		return kv_read_begin(e, out);
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	role_wait_take(e);
 	if (!e->win.txn) {
 		/* no window (its commit failed, or closing): the snapshot has
 		 * everything, and the role keeps the map still */
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		rc = kv_read_begin(e, out);
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		if (rc == 0)
 			(*out)->in_window = 2; /* role held, own snapshot */
 		else
 			kv_role_release_locked(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return rc;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return kv_reader_on(e, e->win.txn, out);
 }
 
@@ -215,9 +216,9 @@ void kv_win_leave(kv_txn *t)
 		t->wcur[i] = NULL;
 	}
 	t->in_window = 0;
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_release_locked(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* ------------------------------------------------------- applying ops -- */
@@ -275,11 +276,11 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
 		guess = e->win.super_guess = 0;
 		e->eng->txn_abort(e, t->txn);
 		t->txn = NULL;
-		e->wb_bytes = bytes;
+		e->w.wb_bytes = bytes;
 		rc = kv_super_check(e, e->win.txn);
 		if (rc < 0)
 			return win_drop(e), rc;
-		e->next_ino = e->super.next_ino; /* what the try took goes with it */
+		e->w.next_ino = e->super.next_ino; /* what the try took goes with it */
 	}
 }
 
@@ -288,7 +289,7 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
  * commit first, invariant 2). */
 static enum applied win_apply(kv_env *e, struct kv_op *op)
 {
-	uint64_t bytes = e->wb_bytes;
+	uint64_t bytes = e->w.wb_bytes;
 	int over, rc;
 	kv_txn t;
 
@@ -309,13 +310,13 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 		e->eng->txn_abort(e, t.txn);
 	}
 	if (t.map_full || t.txn_full) {
-		e->wb_bytes = bytes;
+		e->w.wb_bytes = bytes;
 		op->rc = 0;
 		return SHORT;
 	}
 	op->rc = rc;
 	if (rc) {
-		e->wb_bytes = bytes;
+		e->w.wb_bytes = bytes;
 		return FAILED;
 	}
 	if (!e->win.dirty) {
@@ -323,8 +324,8 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 		clock_gettime(CLOCK_MONOTONIC, &e->win.start);
 	}
 	e->win.told = 1; /* its caller is told next */
-	e->win.bytes += e->wb_bytes - bytes;
-	e->win.pages += (e->wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
+	e->win.bytes += e->w.wb_bytes - bytes;
+	e->win.pages += (e->w.wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
 	return APPLIED;
 }
 
@@ -359,34 +360,34 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	int commit = flags & (KV_OP_SYNC | KV_OP_COMMIT);
 	enum applied how;
 
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	/* lazy ops queued (an atime after a read, pending.c) go first: the
 	 * writer thread's batch takes them before this op, which applied here
 	 * would overtake them (a utimensat after a read lost to its atime) */
 	/* a fresh W's first op may drop W (win_run): invariant 1 */
-	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win.txn || e->win.commit ||
+	if (e->w.busy || e->w.q_head || e->w.lazy_head || e->w.q_stop || !e->win.txn || e->win.commit ||
 	    e->win.failed || (e->win.fresh && !e->eng->any_thread) ||
 	    (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return 0; /* the writer thread's */
 	}
 	kv_role_take(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	if (commit) {
 		*rc = win_commit_here(e, flags & KV_OP_SYNC);
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		kv_role_release_locked(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return 1;
 	}
 	how = win_apply(e, &op);
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	if (how == APPLIED && win_full(e))
 		e->win.commit = 1;
 	if (!e->win.txn) /* dropped (win_run): the writer thread opens the next */
-		pthread_cond_signal(&e->q_cond);
+		pthread_cond_signal(&e->w.q_cond);
 	kv_role_release_locked(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	if (how == SHORT)
 		return 0; /* W commits first: queued */
 	*rc = op.rc;
@@ -398,12 +399,12 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 void kv_lease_asked(kv_env *e)
 {
 	atomic_store(&e->win.lease_asked, 1);
-	if (!e->win.ms || !e->writer_running)
+	if (!e->win.ms || !e->w.running)
 		return; /* no window: no lease either (win_open takes it) */
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	e->win.commit = 1;
-	pthread_cond_signal(&e->q_cond);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_cond_signal(&e->w.q_cond);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* Invariant 7: the lease given up when asked for, taken when it can be.
@@ -433,7 +434,7 @@ static void win_open(kv_env *e)
 	uint64_t room;
 	int mrc;
 
-	assert(kv_role_mine(e) && !e->win.txn && !e->w_txn);
+	assert(kv_role_mine(e) && !e->win.txn && !e->w.txn);
 	if (!win_lease(e))
 		return; /* not alone: batches, told after their commit */
 	room = kv_eroom_window(e, 2 * WIN_BYTES_MAX);
@@ -461,14 +462,14 @@ static void win_open(kv_env *e)
 static int win_close(kv_env *e, int sync)
 {
 	kv_txn t = {.env = e, .txn = e->win.txn, .write = 1};
-	uint64_t next_ino = e->next_ino, avail;
+	uint64_t next_ino = e->w.next_ino, avail;
 	int mrc, rc = 0;
 
 	assert(kv_role_mine(e) && e->win.txn);
 	if (!e->win.dirty && next_ino == e->super.next_ino) {
 		e->eng->txn_abort(e, e->win.txn); /* nothing to commit */
 		e->win.txn = NULL;
-		return sync && e->unsynced ? kv_err(NULL, e->eng->sync(e), "sync") : 0;
+		return sync && e->w.unsynced ? kv_err(NULL, e->eng->sync(e), "sync") : 0;
 	}
 	if (next_ino != e->super.next_ino) {
 		struct kv_super s = e->super;
@@ -501,7 +502,7 @@ static int win_close(kv_env *e, int sync)
 	if (sync && e->durability != KV_DURABLE_FULL) {
 		rc = kv_err(NULL, e->eng->sync(e), "sync");
 		if (rc == 0)
-			e->unsynced = 0;
+			e->w.unsynced = 0;
 	}
 	return rc;
 }
@@ -510,8 +511,8 @@ static int win_close(kv_env *e, int sync)
 static void win_fail(kv_env *e, int rc)
 {
 	if (e->eng->shared) {
-		if (e->next_ino > e->win.ino_floor)
-			e->win.ino_floor = e->next_ino; /* what W gave out, W's commit lost */
+		if (e->w.next_ino > e->win.ino_floor)
+			e->win.ino_floor = e->w.next_ino; /* what W gave out, W's commit lost */
 		kv_change_lost(e);
 		kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
 		       "acknowledged since the last commit is lost; the fsyncs of the files it "
@@ -523,9 +524,9 @@ static void win_fail(kv_env *e, int rc)
 	kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
 	       "acknowledged since the last commit is lost; no more changes are taken (unmount, "
 	       "check the host filesystem, mount again)", e->path, strerror(-rc));
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	e->win.failed = rc;
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* Whether W's time is up, or when it will be (*ms left). */
@@ -622,12 +623,12 @@ static int win_wait(kv_env *e, int *commit)
 	int look = 0;
 
 	for (;;) {
-		if (e->w_busy) {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+		if (e->w.busy) {
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 			continue;
 		}
-		*commit = e->win.commit || e->q_stop;
-		if (e->q_head || e->lazy_head || *commit || look)
+		*commit = e->win.commit || e->w.q_stop;
+		if (e->w.q_head || e->w.lazy_head || *commit || look)
 			return 1;
 		if (e->win.dirty && e->win.txn) { /* read while nobody holds the role */
 			if (win_due(e, &ms)) {
@@ -638,11 +639,11 @@ static int win_wait(kv_env *e, int *commit)
 		} else if (!e->win.txn && !e->win.failed) {
 			/* look for room again, once the role is free */
 			look = kv_timed_wait(e, WIN_RETRY_MS, KV_W_WINDOW);
-		} else if (e->unsynced && e->sync_interval_ms) {
-			if (kv_timed_wait(e, e->sync_interval_ms, KV_W_SYNC))
+		} else if (e->w.unsynced && e->w.sync_interval_ms) {
+			if (kv_timed_wait(e, e->w.sync_interval_ms, KV_W_SYNC))
 				kv_idle_sync(e);
 		} else {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 		}
 	}
 }
@@ -669,22 +670,22 @@ void *kv_window_main(void *arg)
 	kv_env *e = arg;
 	int commit;
 
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_take(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	win_open(e);
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	e->win.ready = 1; /* kv_writer_start waits for it */
 	kv_role_release_locked(e);
-	pthread_cond_broadcast(&e->role_cond);
+	pthread_cond_broadcast(&e->w.role_cond);
 	while (win_wait(e, &commit)) {
 		struct kv_op *batch = kv_take_queue(e), *sync = NULL, *short_ops = NULL;
-		int stop = e->q_stop && !batch;
+		int stop = e->w.q_stop && !batch;
 		unsigned ms;
 
 		e->win.commit = 0;
 		kv_role_take(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		if (!e->win.txn && !e->win.failed && !stop)
 			win_open(e);
 		if (e->win.txn) {
@@ -695,11 +696,11 @@ void *kv_window_main(void *arg)
 		} else if (batch) {
 			batch_take(e, batch);
 		}
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		kv_role_release_locked(e);
 		if (stop)
 			break;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return NULL;
 }

@@ -159,7 +159,7 @@ uint64_t kv_room_avail_in(kv_env *e, kv_etxn *txn)
 	MDB_envinfo info;
 	uint64_t extent, used;
 
-	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win.txn)); /* invariant 3 */
+	assert(kv_role_mine(e) && (txn == e->w.txn || txn == e->win.txn)); /* invariant 3 */
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	/* far from full: what lies past the extent is room enough to tell */
@@ -173,7 +173,7 @@ int kv_room_over(kv_env *e, kv_etxn *txn)
 {
 	struct kv_room_state *rs = &kv_lmdb(e)->room;
 
-	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win.txn));
+	assert(kv_role_mine(e) && (txn == e->w.txn || txn == e->win.txn));
 	return rs->tight && in_use(e, txn) >= rs->use_max;
 }
 
@@ -228,7 +228,7 @@ int kv_room_update(kv_env *e)
 	uint64_t step;
 	int shrunk = 0;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win.txn); /* invariant 3: between transactions */
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn); /* invariant 3: between transactions */
 	if (!rs->anchor) { /* the first, as the writer starts */
 		mdb_env_info(kv_lmdb(e)->env, &info);
 		rs->anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
@@ -247,7 +247,7 @@ int kv_room_update(kv_env *e)
 	step = r.reserve / 4 > CHECK_MIN ? r.reserve / 4 : CHECK_MIN;
 	rs->next = r.extent + step;
 	mdb_env_info(kv_lmdb(e)->env, &info);
-	if (!e->in_reserve && info.me_mapsize > r.cap) {
+	if (!e->w.in_reserve && info.me_mapsize > r.cap) {
 		if (kv_map_resize(e, r.cap) == 0)
 			shrunk = 1;
 	}
@@ -259,7 +259,7 @@ void kv_room_check(kv_env *e)
 	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win.txn);
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn);
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= rs->next)
 		kv_room_update(e);
@@ -268,15 +268,15 @@ void kv_room_check(kv_env *e)
 int kv_map_grow(kv_env *e)
 {
 	struct kv_room_state *rs = &kv_lmdb(e)->room;
-	uint64_t limit = atomic_load(e->in_reserve ? &rs->hard : &rs->cap), next;
+	uint64_t limit = atomic_load(e->w.in_reserve ? &rs->hard : &rs->cap), next;
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win.txn);
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn);
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;
 	next = (uint64_t)info.me_mapsize * 2;
-	if (next > limit || e->in_reserve)
+	if (next > limit || e->w.in_reserve)
 		next = limit;
 	return kv_map_resize(e, next);
 }

@@ -331,9 +331,9 @@ static void win_is_open(kv_env *e)
 	for (int i = 0; i < 500; i++) {
 		int open;
 
-		pthread_mutex_lock(&e->q_lock);
-		open = e->win.txn != NULL && !e->w_busy;
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
+		open = e->win.txn != NULL && !e->w.busy;
+		pthread_mutex_unlock(&e->w.q_lock);
 		if (open)
 			return;
 		usleep(10 * 1000);
