@@ -8,8 +8,9 @@
  *     shared blocks), and a superblock of a known version and features.
  *  2. mkfs writes the superblock and the root directory in the store's
  *     first commit: a store without them was never made.
- *  3. Each thread has at most one kv_reader per env, kept in env->readers and
- *     freed by the thread-exit destructor or by kv_close, whichever is first.
+ *  3. Each thread has at most one kv_reader per env, kept in
+ *     env->readers.list (under env->readers.lock) and freed by the
+ *     thread-exit destructor or by kv_close, whichever is first.
  */
 #include <assert.h>
 #include <errno.h>
@@ -184,8 +185,8 @@ static void init_locks(kv_env *e)
 {
 	pthread_rwlockattr_t a;
 
-	pthread_key_create(&e->tls, reader_free);
-	pthread_mutex_init(&e->readers_lock, NULL);
+	pthread_key_create(&e->readers.key, reader_free);
+	pthread_mutex_init(&e->readers.lock, NULL);
 	pthread_rwlockattr_init(&a);
 	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&e->map_lock, &a);
@@ -255,25 +256,25 @@ void kv_close(kv_env *e)
 		return;
 	if (e->w.running)
 		kv_writer_stop(e);
-	pthread_key_delete(e->tls);
-	pthread_mutex_lock(&e->readers_lock);
-	while (e->readers) {
-		struct kv_reader *r = e->readers;
-		e->readers = r->next;
+	pthread_key_delete(e->readers.key);
+	pthread_mutex_lock(&e->readers.lock);
+	while (e->readers.list) {
+		struct kv_reader *r = e->readers.list;
+		e->readers.list = r->next;
 		kv_txn_close_cursors(&r->t);
 		if (r->t.txn)
 			e->eng->read_free(e, r->t.txn);
 		kv_z_free(&r->z);
 		free(r);
 	}
-	pthread_mutex_unlock(&e->readers_lock);
+	pthread_mutex_unlock(&e->readers.lock);
 	kv_z_free(&e->wz);
 	e->eng->close(e);
 	kv_icache_free(e);
 	free(e->chg.buf);
 	free(e->lost.ino);
 	pthread_rwlock_destroy(&e->map_lock);
-	pthread_mutex_destroy(&e->readers_lock);
+	pthread_mutex_destroy(&e->readers.lock);
 	free(e->path);
 	free(e);
 }
@@ -369,14 +370,14 @@ static void reader_free(void *p)
 	struct kv_reader *r = p;
 	kv_env *e = r->t.env;
 
-	pthread_mutex_lock(&e->readers_lock);
+	pthread_mutex_lock(&e->readers.lock);
 	if (r->prev)
 		r->prev->next = r->next;
 	else
-		e->readers = r->next;
+		e->readers.list = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
-	pthread_mutex_unlock(&e->readers_lock);
+	pthread_mutex_unlock(&e->readers.lock);
 	kv_txn_close_cursors(&r->t);
 	if (r->t.txn)
 		e->eng->read_free(e, r->t.txn);
@@ -386,7 +387,7 @@ static void reader_free(void *p)
 
 static struct kv_reader *reader_get(kv_env *e)
 {
-	struct kv_reader *r = pthread_getspecific(e->tls);
+	struct kv_reader *r = pthread_getspecific(e->readers.key);
 
 	if (r)
 		return r;
@@ -394,13 +395,13 @@ static struct kv_reader *reader_get(kv_env *e)
 	if (!r)
 		return NULL;
 	r->t.env = e;
-	pthread_mutex_lock(&e->readers_lock);
-	r->next = e->readers;
+	pthread_mutex_lock(&e->readers.lock);
+	r->next = e->readers.list;
 	if (r->next)
 		r->next->prev = r;
-	e->readers = r;
-	pthread_mutex_unlock(&e->readers_lock);
-	pthread_setspecific(e->tls, r);
+	e->readers.list = r;
+	pthread_mutex_unlock(&e->readers.lock);
+	pthread_setspecific(e->readers.key, r);
 	return r;
 }
 
@@ -468,7 +469,7 @@ void kv_read_end(kv_txn *t)
 #ifndef NDEBUG
 int kv_reading(kv_env *e)
 {
-	struct kv_reader *r = pthread_getspecific(e->tls);
+	struct kv_reader *r = pthread_getspecific(e->readers.key);
 
 	return r && r->active;
 }
@@ -477,7 +478,7 @@ int kv_txn_mine(const kv_txn *t)
 {
 	if (t->write)
 		return kv_role_mine(t->env);
-	return pthread_getspecific(t->env->tls) == t && ((const struct kv_reader *)t)->active;
+	return pthread_getspecific(t->env->readers.key) == t && ((const struct kv_reader *)t)->active;
 }
 #endif
 

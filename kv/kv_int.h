@@ -95,7 +95,16 @@ struct kv_reader {
 	struct kv_txn t;       /* first: kv_txn_z finds the reader from it */
 	struct kv_zscratch z;
 	int active;
-	struct kv_reader *prev, *next; /* env->readers */
+	struct kv_reader *prev, *next; /* env->readers.list */
+};
+
+/* env->readers: every thread's kv_reader (env.c invariant 3). list is
+ * guarded by lock, this struct's; key is made at open, before any reader,
+ * and deleted at close, after the last. */
+struct kv_readers {
+	pthread_key_t key;        /* -> the calling thread's struct kv_reader */
+	pthread_mutex_t lock;
+	struct kv_reader *list;   /* lock */
 };
 
 struct kv_env {
@@ -110,9 +119,7 @@ struct kv_env {
 	struct kv_super super;
 	uint32_t page_size;
 
-	pthread_key_t tls;        /* -> struct kv_reader */
-	pthread_mutex_t readers_lock;
-	struct kv_reader *readers;
+	struct kv_readers readers;
 	pthread_rwlock_t map_lock;
 
 	struct kv_writer w;       /* writer.h */
