@@ -192,7 +192,7 @@ static int unwritten_put(kv_txn *t, uint64_t n)
 	rc = kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0),
 		    "put unwritten count");
 	if (rc == 0)
-		t->env->unwritten_dirty = 1;
+		t->env->unwritten.dirty = 1;
 	return rc;
 }
 
@@ -260,19 +260,19 @@ int kv_unwritten_get(kv_txn *t, uint64_t *count)
 void kv_unwritten_prepare(kv_env *e, kv_etxn *txn)
 {
 	assert(kv_role_mine(e));
-	if (e->unwritten_dirty)
+	if (e->unwritten.dirty)
 		/* read: published once the commit is; unread (damaged), the
 		 * last published count stays */
-		e->unwritten_dirty = kv_unwritten_read(e, txn, &e->unwritten_txn) == 0 ? 2 : 1;
+		e->unwritten.dirty = kv_unwritten_read(e, txn, &e->unwritten.txn) == 0 ? 2 : 1;
 }
 
 int kv_unwritten_publish(kv_env *e)
 {
 	assert(kv_role_mine(e));
-	if (e->unwritten_dirty != 2)
+	if (e->unwritten.dirty != 2)
 		return 0;
-	e->unwritten_dirty = 0;
-	return atomic_exchange(&e->unwritten, e->unwritten_txn) != e->unwritten_txn;
+	e->unwritten.dirty = 0;
+	return atomic_exchange(&e->unwritten.count, e->unwritten.txn) != e->unwritten.txn;
 }
 
 /* Append a segment to iov, merging runs of zeros. */

@@ -173,7 +173,7 @@ static int open_records(kv_env *e, char *err, size_t errlen)
 		if (kv_unwritten_read(e, txn, &n) == -EIO)
 			kv_log("%s: damaged count of unwritten blocks (fsck.kvfs sets it right)",
 			       e->path);
-		atomic_store(&e->unwritten, n);
+		atomic_store(&e->unwritten.count, n);
 	}
 	e->eng->txn_abort(e, txn);
 	return rc;

@@ -107,6 +107,16 @@ struct kv_readers {
 	struct kv_reader *list;   /* lock */
 };
 
+/* env->unwritten: the count of unwritten blocks (data.c), what fallocate
+ * promised. count is set at open, then published by the writer's role
+ * after each commit (atomic: room.c reads it); dirty and txn are the
+ * role's (kv_int.h invariant 2). */
+struct kv_unwritten {
+	_Atomic uint64_t count;   /* as of the last commit (room.c counts them) */
+	int dirty;                /* changed in the open transaction */
+	uint64_t txn;             /* read from it just before its commit */
+};
+
 struct kv_env {
 	const struct kv_engine *eng; /* the store below (engine.h) */
 	void *eng_priv;           /* the engine's own state */
@@ -129,10 +139,7 @@ struct kv_env {
 	_Atomic uint64_t room_avail; /* kv_room_avail, as of the last commit: the role
 	                                writes it (room hooks, the window), anyone reads */
 
-	/* unwritten blocks (data.c): what fallocate promised */
-	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
-	int unwritten_dirty;      /* the role's: changed in the open transaction */
-	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
+	struct kv_unwritten unwritten;
 
 	struct kv_zscratch wz;    /* the role's decompression scratch (zstd.c) */
 	atomic_int zlevel;        /* compress the blocks the writer merges (kv_set_compress) */

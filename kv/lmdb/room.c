@@ -84,7 +84,7 @@
 #define AVAIL_EXACT (64ULL << 20)
 uint64_t kv_room_promised(const kv_env *e)
 {
-	return atomic_load(&e->unwritten) * kv_room_per_block(e);
+	return atomic_load(&e->unwritten.count) * kv_room_per_block(e);
 }
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
@@ -180,7 +180,7 @@ int kv_room_over(kv_env *e, kv_etxn *txn)
 int kv_room_promise_check(kv_env *e, kv_etxn *txn)
 {
 	struct kv_room_state *rs = &kv_lmdb(e)->room;
-	uint64_t published = atomic_load(&e->unwritten), count, need, used;
+	uint64_t published = atomic_load(&e->unwritten.count), count, need, used;
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e));
