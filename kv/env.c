@@ -268,7 +268,7 @@ void kv_close(kv_env *e)
 		free(r);
 	}
 	pthread_mutex_unlock(&e->readers.lock);
-	kv_z_free(&e->wz);
+	kv_z_free(&e->z.scratch);
 	e->eng->close(e);
 	kv_icache_free(e);
 	free(e->chg.buf);

@@ -85,9 +85,17 @@ struct kv_zscratch {
 	int reading;           /* within a kv_data_read: blocks go to buf */
 	unsigned char *one;    /* otherwise: one block */
 	size_t one_cap;
-	void *cctx;            /* the role's (env->wz): ZSTD_CCtx for the blocks it merges */
+	void *cctx;            /* the role's (env->z.scratch): ZSTD_CCtx for the blocks it merges */
 	unsigned char *pack;   /* their frames */
 	size_t pack_cap;
+};
+
+/* env->z: the writer's role's compression (zstd.c). scratch is the role's
+ * (kv_int.h invariant 2); level is atomic, set by kv_set_compress from any
+ * thread and read by the role at each merge. */
+struct kv_zwrite {
+	struct kv_zscratch scratch; /* decompression, and the blocks it merges */
+	atomic_int level;         /* compress the blocks the writer merges */
 };
 
 /* A thread's recycled read context. */
@@ -141,8 +149,7 @@ struct kv_env {
 
 	struct kv_unwritten unwritten;
 
-	struct kv_zscratch wz;    /* the role's decompression scratch (zstd.c) */
-	atomic_int zlevel;        /* compress the blocks the writer merges (kv_set_compress) */
+	struct kv_zwrite z;
 
 	/* shared blocks (share.c) */
 	_Atomic uint64_t features; /* super.feature_incompat for readers (super is the
@@ -406,7 +413,7 @@ int kv_feature_set(kv_txn *txn, uint64_t bit);
 /* Compressed blocks (zstd.c). The scratch of t (invariant 3). */
 static inline struct kv_zscratch *kv_txn_z(kv_txn *t)
 {
-	return t->write ? &t->env->wz : &((struct kv_reader *)t)->z;
+	return t->write ? &t->env->z.scratch : &((struct kv_reader *)t)->z;
 }
 /* A kv_data_read of up to len bytes begins (room for its blocks) and ends. */
 void kv_z_begin_read(kv_txn *txn, size_t len);
