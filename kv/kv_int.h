@@ -125,42 +125,39 @@ struct kv_unwritten {
 	uint64_t txn;             /* read from it just before its commit */
 };
 
+/* An open image. Its own fields are set at open, before any thread but the
+ * opener's sees it, and only read after, except: super, the writer's role's
+ * once the writer runs (kv_int.h invariant 2); map_lock's (invariant 3);
+ * room_avail and features, atomics the role writes and anyone reads. Each
+ * owner's state is a struct of its own, declared beside its code with the
+ * lock that guards it, embedded here by value. */
 struct kv_env {
 	const struct kv_engine *eng; /* the store below (engine.h) */
-	void *eng_priv;           /* the engine's own state */
+	void *eng_priv;           /* the engine's own state (LMDB: struct kv_lmdb) */
 	char *path;
 	int lock_fd;              /* holds the exclusive flock of a read-write open */
 	int readonly;
 	int mount;                /* kv_open_opts.mount */
 	enum kv_durability durability;
 	uint64_t max_size;
-	struct kv_super super;
 	uint32_t page_size;
-
-	struct kv_readers readers;
-	pthread_rwlock_t map_lock;
-
-	struct kv_writer w;       /* writer.h */
-
-	struct kv_window win;     /* window.h */
-
-	_Atomic uint64_t room_avail; /* kv_room_avail, as of the last commit: the role
-	                                writes it (room hooks, the window), anyone reads */
-
-	struct kv_unwritten unwritten;
-
-	struct kv_zwrite z;
-
-	/* shared blocks (share.c) */
-	_Atomic uint64_t features; /* super.feature_incompat for readers (super is the
-				     role's): set at open and by kv_feature_set */
 	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
-	                             i is not there (read as empty) */
+	                             i is not there (read as empty; share.c) */
+	struct kv_super super;
+	pthread_rwlock_t map_lock;
+	_Atomic uint64_t room_avail; /* kv_room_avail, as of the last commit: the role
+	                                writes it (room hooks, the window) */
+	_Atomic uint64_t features; /* super.feature_incompat for readers: set at open
+	                              and by kv_feature_set (share.c) */
 
-	struct kv_change chg;     /* change.h */
-	struct kv_lost lost;      /* change.h */
-
-	struct kv_icache ic;      /* icache.h */
+	struct kv_readers readers; /* above: readers.lock */
+	struct kv_writer w;       /* writer.h: w.q_lock, and the role */
+	struct kv_window win;     /* window.h: the role, w.q_lock, atomics */
+	struct kv_unwritten unwritten; /* above: the role, an atomic */
+	struct kv_zwrite z;       /* above: the role, an atomic */
+	struct kv_change chg;     /* change.h: the role; set at open and by kv_watch */
+	struct kv_lost lost;      /* change.h: w.q_lock, an atomic */
+	struct kv_icache ic;      /* icache.h: ic.lock, and the role */
 };
 
 /* Another mount asked for the store's lease (engine.h: lease; from the
