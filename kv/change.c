@@ -31,6 +31,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "change.h"
 #include "kv_int.h"
 
 #define MSG_HEAD KV_CHANGE_HEAD
@@ -39,20 +40,20 @@ static const char hexd[] = "0123456789abcdef";
 
 static int note(kv_env *e, const char *rec, size_t len)
 {
-	if (e->chg_len + len > e->chg_cap) {
-		size_t cap = e->chg_cap ? e->chg_cap * 2 : 4096;
+	if (e->chg.len + len > e->chg.cap) {
+		size_t cap = e->chg.cap ? e->chg.cap * 2 : 4096;
 		char *p;
 
-		while (cap < e->chg_len + len)
+		while (cap < e->chg.len + len)
 			cap *= 2;
-		p = realloc(e->chg, cap);
+		p = realloc(e->chg.buf, cap);
 		if (!p)
 			return -ENOMEM;
-		e->chg = p;
-		e->chg_cap = cap;
+		e->chg.buf = p;
+		e->chg.cap = cap;
 	}
-	memcpy(e->chg + e->chg_len, rec, len);
-	e->chg_len += len;
+	memcpy(e->chg.buf + e->chg.len, rec, len);
+	e->chg.len += len;
 	return 0;
 }
 
@@ -72,8 +73,8 @@ static size_t put_hex(char *p, uint64_t v)
 
 void kv_change_begin(kv_env *e)
 {
-	e->chg_len = 0;
-	memset(e->chg_seen, 0, sizeof(e->chg_seen));
+	e->chg.len = 0;
+	memset(e->chg.seen, 0, sizeof(e->chg.seen));
 }
 
 void kv_change_ino(kv_env *e, uint64_t ino)
@@ -81,9 +82,9 @@ void kv_change_ino(kv_env *e, uint64_t ino)
 	size_t slot = (ino * 0x9e3779b97f4a7c15ULL) >> 56; /* 256 slots */
 	char rec[20];
 
-	if (e->chg_seen[slot] == ino)
+	if (e->chg.seen[slot] == ino)
 		return; /* told already (a write's every block marks its inode) */
-	e->chg_seen[slot] = ino;
+	e->chg.seen[slot] = ino;
 	rec[0] = ' ';
 	rec[1] = 'i';
 	(void)note(e, rec, 2 + put_hex(rec + 2, ino)); /* lost to ENOMEM: invariant 1 */
@@ -110,7 +111,7 @@ void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len)
 size_t kv_change_head(const kv_env *e, char *buf)
 {
 	return (size_t)snprintf(buf, KV_CHANGE_HEAD + 1, "kvfs1 %016llx",
-				(unsigned long long)e->mount_id);
+				(unsigned long long)e->chg.mount_id);
 }
 
 int kv_change_publish(kv_env *e, kv_etxn *x)
@@ -119,18 +120,18 @@ int kv_change_publish(kv_env *e, kv_etxn *x)
 	size_t at = 0;
 	int mrc;
 
-	while (at < e->chg_len) {
+	while (at < e->chg.len) {
 		size_t n = kv_change_head(e, msg);
 
 		/* whole records, as many as fit */
-		while (at < e->chg_len) {
+		while (at < e->chg.len) {
 			size_t end = at + 1;
 
-			while (end < e->chg_len && e->chg[end] != ' ')
+			while (end < e->chg.len && e->chg.buf[end] != ' ')
 				end++;
 			if (n + (end - at) > KV_CHANGE_MSG_MAX)
 				break;
-			memcpy(msg + n, e->chg + at, end - at);
+			memcpy(msg + n, e->chg.buf + at, end - at);
 			n += end - at;
 			at = end;
 		}
@@ -175,7 +176,7 @@ int kv_change_deliver(kv_env *e, const char *msg, size_t len)
 	p += 6;
 	if (get_hex(&p, end, &mount) || p - msg != MSG_HEAD)
 		return -EINVAL;
-	if (mount == e->mount_id || !e->watch_fn)
+	if (mount == e->chg.mount_id || !e->chg.watch_fn)
 		return 0; /* our own, or nobody asked */
 	while (p < end) {
 		char kind;
@@ -188,7 +189,7 @@ int kv_change_deliver(kv_env *e, const char *msg, size_t len)
 			return -EINVAL;
 		kv_icache_forget(e, ino); /* before the kernel asks again */
 		if (kind == 'i') {
-			e->watch_fn(e->watch_arg, ino, NULL, 0);
+			e->chg.watch_fn(e->chg.watch_arg, ino, NULL, 0);
 			continue;
 		}
 		if (kind != 'n' || p >= end || *p++ != '/')
@@ -203,7 +204,7 @@ int kv_change_deliver(kv_env *e, const char *msg, size_t len)
 		}
 		if (n == 0 || (p < end && *p != ' '))
 			return -EINVAL;
-		e->watch_fn(e->watch_arg, ino, name, n);
+		e->chg.watch_fn(e->chg.watch_arg, ino, name, n);
 	}
 	return 0;
 }
@@ -219,12 +220,12 @@ static int ino_cmp(const void *a, const void *b)
 
 void kv_change_lost(kv_env *e)
 {
-	const char *p = e->chg, *end = e->chg + e->chg_len;
+	const char *p = e->chg.buf, *end = e->chg.buf + e->chg.len;
 	size_t n;
 
 	kv_icache_forget_all(e); /* a failover may have lost more */
-	pthread_mutex_lock(&e->q_lock);
-	n = e->lost_n;
+	pthread_mutex_lock(&e->w.q_lock);
+	n = e->lost.n;
 	while (p + 2 < end) {
 		uint64_t ino;
 
@@ -234,31 +235,31 @@ void kv_change_lost(kv_env *e)
 				p++; /* a name: its directory's inode has a record too */
 			continue;
 		}
-		if (e->lost_n == e->lost_cap) {
-			size_t cap = e->lost_cap ? 2 * e->lost_cap : 256;
-			uint64_t *a = realloc(e->lost_ino, cap * sizeof(*a));
+		if (e->lost.n == e->lost.cap) {
+			size_t cap = e->lost.cap ? 2 * e->lost.cap : 256;
+			uint64_t *a = realloc(e->lost.ino, cap * sizeof(*a));
 
 			if (!a)
 				break; /* the fsyncs of files open now still say it */
-			e->lost_ino = a;
-			e->lost_cap = cap;
+			e->lost.ino = a;
+			e->lost.cap = cap;
 		}
-		e->lost_ino[e->lost_n++] = ino;
+		e->lost.ino[e->lost.n++] = ino;
 	}
-	if (e->lost_n > n)
-		qsort(e->lost_ino, e->lost_n, sizeof(*e->lost_ino), ino_cmp);
-	atomic_fetch_add_explicit(&e->lost, 1, memory_order_release);
-	pthread_mutex_unlock(&e->q_lock);
+	if (e->lost.n > n)
+		qsort(e->lost.ino, e->lost.n, sizeof(*e->lost.ino), ino_cmp);
+	atomic_fetch_add_explicit(&e->lost.count, 1, memory_order_release);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 uint64_t kv_lost_sample(kv_env *e, int writing)
 {
-	return atomic_load_explicit(&e->lost, memory_order_acquire) << 1 | (writing != 0);
+	return atomic_load_explicit(&e->lost.count, memory_order_acquire) << 1 | (writing != 0);
 }
 
 int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
 {
-	uint64_t lost = atomic_load_explicit(&e->lost, memory_order_acquire);
+	uint64_t lost = atomic_load_explicit(&e->lost.count, memory_order_acquire);
 	uint64_t *at;
 	int rc;
 
@@ -267,14 +268,14 @@ int kv_lost_check(kv_env *e, uint64_t sample, uint64_t ino)
 	if (!ino) /* a close: of a file open for writing across a loss */
 		return (sample & 1) && sample >> 1 != lost ? -EIO : 0;
 	rc = sample >> 1 != lost ? -EIO : 0;
-	pthread_mutex_lock(&e->q_lock);
-	at = bsearch(&ino, e->lost_ino, e->lost_n, sizeof(ino), ino_cmp);
+	pthread_mutex_lock(&e->w.q_lock);
+	at = bsearch(&ino, e->lost.ino, e->lost.n, sizeof(ino), ino_cmp);
 	if (at) { /* reported once: later fsyncs of it cover only later changes */
-		memmove(at, at + 1, (size_t)(e->lost_ino + e->lost_n - at - 1) * sizeof(ino));
-		e->lost_n--;
+		memmove(at, at + 1, (size_t)(e->lost.ino + e->lost.n - at - 1) * sizeof(ino));
+		e->lost.n--;
 		rc = -EIO;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return rc;
 }
 
@@ -285,7 +286,7 @@ int kv_is_shared(kv_env *e)
 
 int kv_is_alone(kv_env *e)
 {
-	return atomic_load(&e->alone);
+	return atomic_load(&e->win.alone);
 }
 
 int kv_watch(kv_env *e, kv_change_fn fn, void *arg)
@@ -295,17 +296,17 @@ int kv_watch(kv_env *e, kv_change_fn fn, void *arg)
 	if (!e->eng->shared)
 		return -EOPNOTSUPP;
 	if (!fn) { /* the listener stopped first: no call of the old fn runs on */
-		rc = e->watch_fn ? kv_err(NULL, e->eng->listen(e, 0), "stop listening") : 0;
-		e->watch_fn = NULL;
+		rc = e->chg.watch_fn ? kv_err(NULL, e->eng->listen(e, 0), "stop listening") : 0;
+		e->chg.watch_fn = NULL;
 		return rc;
 	}
-	e->watch_fn = fn;
-	e->watch_arg = arg;
+	e->chg.watch_fn = fn;
+	e->chg.watch_arg = arg;
 	return kv_err(NULL, e->eng->listen(e, 1), "listen to the other mounts");
 }
 
 void kv_change_init(kv_env *e)
 {
-	if (getrandom(&e->mount_id, sizeof(e->mount_id), 0) != sizeof(e->mount_id))
-		e->mount_id = (uint64_t)(uintptr_t)e ^ (uint64_t)getpid() << 32;
+	if (getrandom(&e->chg.mount_id, sizeof(e->chg.mount_id), 0) != sizeof(e->chg.mount_id))
+		e->chg.mount_id = (uint64_t)(uintptr_t)e ^ (uint64_t)getpid() << 32;
 }

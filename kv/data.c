@@ -127,7 +127,7 @@ int kv_block_put(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t
 	memcpy(v.data, data, len);
 	kv_put_le64((unsigned char *)v.data + len,
 		    sum ? *sum : kv_block_csum(ino, idx, data, len));
-	t->env->wb_bytes += len;
+	t->env->w.wb_bytes += len;
 	return 0;
 }
 
@@ -168,7 +168,7 @@ int kv_feature_set(kv_txn *t, uint64_t bit)
 	if (s.feature_incompat & bit)
 		return 0;
 	s.feature_incompat |= bit;
-	s.next_ino = e->next_ino > s.next_ino ? e->next_ino : s.next_ino;
+	s.next_ino = e->w.next_ino > s.next_ino ? e->w.next_ino : s.next_ino;
 	return kv_super_store(t, &s);
 }
 
@@ -192,7 +192,7 @@ static int unwritten_put(kv_txn *t, uint64_t n)
 	rc = kv_err(t, kv_eput(t, KV_DB_META, &k, &v, 0),
 		    "put unwritten count");
 	if (rc == 0)
-		t->env->unwritten_dirty = 1;
+		t->env->unwritten.dirty = 1;
 	return rc;
 }
 
@@ -260,19 +260,19 @@ int kv_unwritten_get(kv_txn *t, uint64_t *count)
 void kv_unwritten_prepare(kv_env *e, kv_etxn *txn)
 {
 	assert(kv_role_mine(e));
-	if (e->unwritten_dirty)
+	if (e->unwritten.dirty)
 		/* read: published once the commit is; unread (damaged), the
 		 * last published count stays */
-		e->unwritten_dirty = kv_unwritten_read(e, txn, &e->unwritten_txn) == 0 ? 2 : 1;
+		e->unwritten.dirty = kv_unwritten_read(e, txn, &e->unwritten.txn) == 0 ? 2 : 1;
 }
 
 int kv_unwritten_publish(kv_env *e)
 {
 	assert(kv_role_mine(e));
-	if (e->unwritten_dirty != 2)
+	if (e->unwritten.dirty != 2)
 		return 0;
-	e->unwritten_dirty = 0;
-	return atomic_exchange(&e->unwritten, e->unwritten_txn) != e->unwritten_txn;
+	e->unwritten.dirty = 0;
+	return atomic_exchange(&e->unwritten.count, e->unwritten.txn) != e->unwritten.txn;
 }
 
 /* Append a segment to iov, merging runs of zeros. */
@@ -536,7 +536,7 @@ static int write_block_whole(struct write_run *r, const struct write_block *b)
  * the new ones merged in, in wbuf, compressed where the mount says so. */
 static int write_block_merged(struct write_run *r, const struct write_block *b)
 {
-	unsigned char *w = r->t->env->wbuf;
+	unsigned char *w = r->t->env->w.wbuf;
 	const void *data = w;
 	size_t nlen, dlen;
 	uint64_t zsum, *zs = NULL;
@@ -632,7 +632,7 @@ int kv_data_zero_range(kv_txn *t, struct kv_inode *in, uint64_t off, uint64_t en
 {
 	const uint64_t bs = t->env->super.block_size;
 	unsigned char kb[16];
-	unsigned char *w = t->env->wbuf;
+	unsigned char *w = t->env->w.wbuf;
 	uint64_t idx = off / bs;
 	int64_t unwritten_gone = 0;
 	kv_ecur *c;
@@ -793,7 +793,7 @@ static int alloc_unwritten(struct alloc_run *r, uint64_t idx)
  * become stored (a lent block is first copied to its borrowers). */
 static int alloc_fill_tail(struct alloc_run *r, uint64_t idx, uint64_t want)
 {
-	unsigned char *w = r->t->env->wbuf;
+	unsigned char *w = r->t->env->w.wbuf;
 	int mrc, rc;
 
 	if (r->in->flags & KV_INODE_LENDS) { /* lent: its borrowers' first */

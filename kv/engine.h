@@ -224,7 +224,7 @@ struct kv_engine {
 	/* The bytes a window may take now (the map grown first, up to want
 	 * more than the store's extent): 0 when the store is near full. */
 	uint64_t (*room_window)(kv_env *e, uint64_t want);
-	/* Grow the map one step (in the reserve, while env->in_reserve):
+	/* Grow the map one step (in the reserve, while env->w.in_reserve):
 	 * 0, or -ENOSPC when it cannot grow; other -errno. */
 	int (*map_grow)(kv_env *e);
 	/* The thread that keeps the host ahead of the commits: started with

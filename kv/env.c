@@ -8,8 +8,9 @@
  *     shared blocks), and a superblock of a known version and features.
  *  2. mkfs writes the superblock and the root directory in the store's
  *     first commit: a store without them was never made.
- *  3. Each thread has at most one kv_reader per env, kept in env->readers and
- *     freed by the thread-exit destructor or by kv_close, whichever is first.
+ *  3. Each thread has at most one kv_reader per env, kept in
+ *     env->readers.list (under env->readers.lock) and freed by the
+ *     thread-exit destructor or by kv_close, whichever is first.
  */
 #include <assert.h>
 #include <errno.h>
@@ -172,7 +173,7 @@ static int open_records(kv_env *e, char *err, size_t errlen)
 		if (kv_unwritten_read(e, txn, &n) == -EIO)
 			kv_log("%s: damaged count of unwritten blocks (fsck.kvfs sets it right)",
 			       e->path);
-		atomic_store(&e->unwritten, n);
+		atomic_store(&e->unwritten.count, n);
 	}
 	e->eng->txn_abort(e, txn);
 	return rc;
@@ -184,8 +185,8 @@ static void init_locks(kv_env *e)
 {
 	pthread_rwlockattr_t a;
 
-	pthread_key_create(&e->tls, reader_free);
-	pthread_mutex_init(&e->readers_lock, NULL);
+	pthread_key_create(&e->readers.key, reader_free);
+	pthread_mutex_init(&e->readers.lock, NULL);
 	pthread_rwlockattr_init(&a);
 	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&e->map_lock, &a);
@@ -209,13 +210,13 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 	e->mount = o->mount;
 	e->durability = o->durability;
 	e->max_size = o->max_size & ~4095ULL;
-	e->sync_interval_ms = o->sync_interval_ms;
+	e->w.sync_interval_ms = o->sync_interval_ms;
 	e->eng = kv_engine_for(path);
 	if (!e->readonly && e->durability != KV_DURABLE_FULL) {
-		e->window_ms = o->window_ms;
-		if (!e->window_ms && e->eng->lease && o->mount && o->alone_window_ms) {
-			e->window_ms = o->alone_window_ms;
-			e->win_alone = 1;
+		e->win.ms = o->window_ms;
+		if (!e->win.ms && e->eng->lease && o->mount && o->alone_window_ms) {
+			e->win.ms = o->alone_window_ms;
+			e->win.alone_only = 1;
 		}
 	}
 	e->path = strdup(path);
@@ -228,7 +229,7 @@ int kv_open(const char *path, const struct kv_open_opts *o, kv_env **out, char *
 		goto free_env;
 	}
 
-	e->next_ino = e->super.next_ino;
+	e->w.next_ino = e->super.next_ino;
 	kv_change_init(e);
 	(void)kv_icache_init(e); /* without it (ENOMEM), every getattr reads */
 	init_locks(e);
@@ -253,27 +254,27 @@ void kv_close(kv_env *e)
 {
 	if (!e)
 		return;
-	if (e->writer_running)
+	if (e->w.running)
 		kv_writer_stop(e);
-	pthread_key_delete(e->tls);
-	pthread_mutex_lock(&e->readers_lock);
-	while (e->readers) {
-		struct kv_reader *r = e->readers;
-		e->readers = r->next;
+	pthread_key_delete(e->readers.key);
+	pthread_mutex_lock(&e->readers.lock);
+	while (e->readers.list) {
+		struct kv_reader *r = e->readers.list;
+		e->readers.list = r->next;
 		kv_txn_close_cursors(&r->t);
 		if (r->t.txn)
 			e->eng->read_free(e, r->t.txn);
 		kv_z_free(&r->z);
 		free(r);
 	}
-	pthread_mutex_unlock(&e->readers_lock);
-	kv_z_free(&e->wz);
+	pthread_mutex_unlock(&e->readers.lock);
+	kv_z_free(&e->z.scratch);
 	e->eng->close(e);
 	kv_icache_free(e);
-	free(e->chg);
-	free(e->lost_ino);
+	free(e->chg.buf);
+	free(e->lost.ino);
 	pthread_rwlock_destroy(&e->map_lock);
-	pthread_mutex_destroy(&e->readers_lock);
+	pthread_mutex_destroy(&e->readers.lock);
 	free(e->path);
 	free(e);
 }
@@ -301,7 +302,7 @@ int kv_sync(kv_env *e)
 	 * disk's cache per fsync(2) (bench: random write + fsync). */
 	if (e->readonly || e->durability == KV_DURABLE_FULL)
 		return 0;
-	if (e->window_ms) /* the window's commit, then its sync (window.c) */
+	if (e->win.ms) /* the window's commit, then its sync (window.c) */
 		return kv_write(e, kv_apply_nothing, NULL, KV_OP_SYNC);
 	return kv_err(NULL, e->eng->sync(e), "sync");
 }
@@ -369,14 +370,14 @@ static void reader_free(void *p)
 	struct kv_reader *r = p;
 	kv_env *e = r->t.env;
 
-	pthread_mutex_lock(&e->readers_lock);
+	pthread_mutex_lock(&e->readers.lock);
 	if (r->prev)
 		r->prev->next = r->next;
 	else
-		e->readers = r->next;
+		e->readers.list = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
-	pthread_mutex_unlock(&e->readers_lock);
+	pthread_mutex_unlock(&e->readers.lock);
 	kv_txn_close_cursors(&r->t);
 	if (r->t.txn)
 		e->eng->read_free(e, r->t.txn);
@@ -386,7 +387,7 @@ static void reader_free(void *p)
 
 static struct kv_reader *reader_get(kv_env *e)
 {
-	struct kv_reader *r = pthread_getspecific(e->tls);
+	struct kv_reader *r = pthread_getspecific(e->readers.key);
 
 	if (r)
 		return r;
@@ -394,13 +395,13 @@ static struct kv_reader *reader_get(kv_env *e)
 	if (!r)
 		return NULL;
 	r->t.env = e;
-	pthread_mutex_lock(&e->readers_lock);
-	r->next = e->readers;
+	pthread_mutex_lock(&e->readers.lock);
+	r->next = e->readers.list;
 	if (r->next)
 		r->next->prev = r;
-	e->readers = r;
-	pthread_mutex_unlock(&e->readers_lock);
-	pthread_setspecific(e->tls, r);
+	e->readers.list = r;
+	pthread_mutex_unlock(&e->readers.lock);
+	pthread_setspecific(e->readers.key, r);
 	return r;
 }
 
@@ -424,7 +425,7 @@ static int read_begin(kv_env *e, kv_txn **out)
 int kv_read_begin(kv_env *e, kv_txn **out)
 {
 	/* window.c invariant 3: the count of commits as of before the snapshot */
-	uint64_t gen = atomic_load_explicit(&e->win_gen, memory_order_acquire);
+	uint64_t gen = atomic_load_explicit(&e->win.gen, memory_order_acquire);
 	int rc = read_begin(e, out);
 
 	if (rc == 0)
@@ -468,7 +469,7 @@ void kv_read_end(kv_txn *t)
 #ifndef NDEBUG
 int kv_reading(kv_env *e)
 {
-	struct kv_reader *r = pthread_getspecific(e->tls);
+	struct kv_reader *r = pthread_getspecific(e->readers.key);
 
 	return r && r->active;
 }
@@ -477,7 +478,7 @@ int kv_txn_mine(const kv_txn *t)
 {
 	if (t->write)
 		return kv_role_mine(t->env);
-	return pthread_getspecific(t->env->tls) == t && ((const struct kv_reader *)t)->active;
+	return pthread_getspecific(t->env->readers.key) == t && ((const struct kv_reader *)t)->active;
 }
 #endif
 

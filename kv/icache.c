@@ -22,14 +22,15 @@
  *     list when its child commits, and the table when the transaction does;
  *     a failure anywhere drops them (a miss costs a read, never a wrong
  *     answer). The lists are the role's (kv_int.h invariant 2).
- *  4. Readers take ic_lock for one copy; nothing on the read path
- *     allocates.
+ *  4. Readers take the table's lock (env->ic.lock, icache.h) for one
+ *     copy; nothing on the read path allocates.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "icache.h"
 #include "kv_int.h"
 
 static int64_t now_ns(void)
@@ -44,35 +45,35 @@ static struct kv_icache_slot *slot_of(kv_env *e, uint64_t ino)
 {
 	uint64_t h = ino * 0x9e3779b97f4a7c15ULL;
 
-	return &e->ic[h >> (64 - KV_ICACHE_BITS)];
+	return &e->ic.slots[h >> (64 - KV_ICACHE_BITS)];
 }
 
 int kv_icache_init(kv_env *e)
 {
 	if (!e->eng->shared || e->readonly)
 		return 0;
-	e->ic = calloc(1u << KV_ICACHE_BITS, sizeof(*e->ic));
-	e->ic_top = calloc(KV_ICACHE_TOP, sizeof(*e->ic_top));
-	if (!e->ic || !e->ic_top) {
-		free(e->ic);
-		free(e->ic_top);
-		e->ic = NULL;
-		e->ic_top = NULL;
+	e->ic.slots = calloc(1u << KV_ICACHE_BITS, sizeof(*e->ic.slots));
+	e->ic.top = calloc(KV_ICACHE_TOP, sizeof(*e->ic.top));
+	if (!e->ic.slots || !e->ic.top) {
+		free(e->ic.slots);
+		free(e->ic.top);
+		e->ic.slots = NULL;
+		e->ic.top = NULL;
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&e->ic_lock, NULL);
+	pthread_mutex_init(&e->ic.lock, NULL);
 	return 0;
 }
 
 void kv_icache_free(kv_env *e)
 {
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	pthread_mutex_destroy(&e->ic_lock);
-	free(e->ic);
-	free(e->ic_top);
-	e->ic = NULL;
-	e->ic_top = NULL;
+	pthread_mutex_destroy(&e->ic.lock);
+	free(e->ic.slots);
+	free(e->ic.top);
+	e->ic.slots = NULL;
+	e->ic.top = NULL;
 }
 
 static void forget_locked(kv_env *e, uint64_t ino)
@@ -85,106 +86,106 @@ static void forget_locked(kv_env *e, uint64_t ino)
 
 void kv_icache_forget(kv_env *e, uint64_t ino)
 {
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	pthread_mutex_lock(&e->ic_lock);
+	pthread_mutex_lock(&e->ic.lock);
 	forget_locked(e, ino);
-	pthread_mutex_unlock(&e->ic_lock);
+	pthread_mutex_unlock(&e->ic.lock);
 }
 
 void kv_icache_forget_all(kv_env *e)
 {
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	pthread_mutex_lock(&e->ic_lock);
+	pthread_mutex_lock(&e->ic.lock);
 	for (size_t i = 0; i < 1u << KV_ICACHE_BITS; i++)
-		e->ic[i].in.ino = 0;
-	pthread_mutex_unlock(&e->ic_lock);
+		e->ic.slots[i].in.ino = 0;
+	pthread_mutex_unlock(&e->ic.lock);
 }
 
 void kv_icache_put(kv_env *e, const struct kv_inode *in)
 {
 	kv_icache_forget(e, in->ino); /* invariant 1 */
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	if (e->ic_op_n == KV_ICACHE_OP) {
+	if (e->ic.op_n == KV_ICACHE_OP) {
 		/* not kept, and what the transaction kept of it before would
 		 * be older: its commit keeps nothing (invariant 3) */
-		e->ic_op_lost = 1;
+		e->ic.op_lost = 1;
 		return;
 	}
-	e->ic_op[e->ic_op_n] = *in;
-	e->ic_op[e->ic_op_n].inline_data = NULL; /* into the transaction's pages */
-	e->ic_op_n++;
+	e->ic.op[e->ic.op_n] = *in;
+	e->ic.op[e->ic.op_n].inline_data = NULL; /* into the transaction's pages */
+	e->ic.op_n++;
 }
 
 void kv_icache_del(kv_env *e, uint64_t ino)
 {
 	kv_icache_forget(e, ino);
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	if (e->ic_op_n == KV_ICACHE_OP) {
-		e->ic_op_lost = 1; /* as in kv_icache_put */
+	if (e->ic.op_n == KV_ICACHE_OP) {
+		e->ic.op_lost = 1; /* as in kv_icache_put */
 		return;
 	}
 	/* a mark (mode 0): at the commit, whatever the transaction put of it
 	 * before goes */
-	memset(&e->ic_op[e->ic_op_n], 0, sizeof(e->ic_op[0]));
-	e->ic_op[e->ic_op_n++].ino = ino;
+	memset(&e->ic.op[e->ic.op_n], 0, sizeof(e->ic.op[0]));
+	e->ic.op[e->ic.op_n++].ino = ino;
 }
 
 void kv_icache_op_begin(kv_env *e)
 {
-	e->ic_op_n = 0;
-	e->ic_op_lost = 0;
+	e->ic.op_n = 0;
+	e->ic.op_lost = 0;
 }
 
 void kv_icache_op_done(kv_env *e)
 {
-	if (!e->ic)
+	if (!e->ic.slots)
 		return;
-	if (e->ic_op_lost)
-		e->ic_top_full = 1;
-	for (unsigned i = 0; i < e->ic_op_n && !e->ic_top_full; i++) {
-		if (e->ic_top_n == KV_ICACHE_TOP) {
-			e->ic_top_full = 1; /* the commit keeps none (a mark may be lost) */
+	if (e->ic.op_lost)
+		e->ic.top_full = 1;
+	for (unsigned i = 0; i < e->ic.op_n && !e->ic.top_full; i++) {
+		if (e->ic.top_n == KV_ICACHE_TOP) {
+			e->ic.top_full = 1; /* the commit keeps none (a mark may be lost) */
 			break;
 		}
-		e->ic_top[e->ic_top_n++] = e->ic_op[i];
+		e->ic.top[e->ic.top_n++] = e->ic.op[i];
 	}
-	e->ic_op_n = 0;
+	e->ic.op_n = 0;
 }
 
 void kv_icache_top_begin(kv_env *e)
 {
-	e->ic_top_n = 0;
-	e->ic_top_full = 0;
-	e->ic_op_n = 0;
-	e->ic_op_lost = 0;
+	e->ic.top_n = 0;
+	e->ic.top_full = 0;
+	e->ic.op_n = 0;
+	e->ic.op_lost = 0;
 }
 
 void kv_icache_top_done(kv_env *e)
 {
 	int64_t now;
 
-	if (!e->ic || !e->ic_top_n || e->ic_top_full) {
-		e->ic_top_n = 0;
+	if (!e->ic.slots || !e->ic.top_n || e->ic.top_full) {
+		e->ic.top_n = 0;
 		return;
 	}
 	now = now_ns();
-	pthread_mutex_lock(&e->ic_lock);
-	for (unsigned i = 0; i < e->ic_top_n; i++) { /* in order: the last put wins */
-		struct kv_icache_slot *s = slot_of(e, e->ic_top[i].ino);
+	pthread_mutex_lock(&e->ic.lock);
+	for (unsigned i = 0; i < e->ic.top_n; i++) { /* in order: the last put wins */
+		struct kv_icache_slot *s = slot_of(e, e->ic.top[i].ino);
 
-		if (e->ic_top[i].mode == 0) { /* deleted */
-			forget_locked(e, e->ic_top[i].ino);
+		if (e->ic.top[i].mode == 0) { /* deleted */
+			forget_locked(e, e->ic.top[i].ino);
 			continue;
 		}
-		s->in = e->ic_top[i];
+		s->in = e->ic.top[i];
 		s->at_ns = now;
 	}
-	pthread_mutex_unlock(&e->ic_lock);
-	e->ic_top_n = 0;
+	pthread_mutex_unlock(&e->ic.lock);
+	e->ic.top_n = 0;
 }
 
 int kv_inode_recent(kv_env *e, uint64_t ino, int64_t max_age_ns, struct kv_inode *out)
@@ -192,14 +193,14 @@ int kv_inode_recent(kv_env *e, uint64_t ino, int64_t max_age_ns, struct kv_inode
 	struct kv_icache_slot *s;
 	int rc = -ENOENT;
 
-	if (!e->ic || !ino)
+	if (!e->ic.slots || !ino)
 		return -ENOENT;
 	s = slot_of(e, ino);
-	pthread_mutex_lock(&e->ic_lock);
+	pthread_mutex_lock(&e->ic.lock);
 	if (s->in.ino == ino && now_ns() - s->at_ns < max_age_ns) {
 		*out = s->in;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&e->ic_lock);
+	pthread_mutex_unlock(&e->ic.lock);
 	return rc;
 }

@@ -9,7 +9,7 @@
  *  2. kv_inode_get copies the fixed fields and hands out the inline data as a
  *     pointer into the engine's value in a read txn (LMDB: into the map):
  *     no allocation. In a write txn it copies the inline data to a slot of
- *     the writer's env->ibuf: a record found in a page the txn already
+ *     the writer's env->w.ibuf: a record found in a page the txn already
  *     changed moves when another record of that page is put or deleted, so
  *     a pointer into it would go stale within the op (seen: a symlink's
  *     target lost in a rename batched after an orphan's purge).
@@ -36,8 +36,8 @@ int kv_inode_get(kv_txn *t, uint64_t ino, struct kv_inode *out)
 	if (mrc)
 		return kv_err(t, mrc, "get inode");
 	rc = kv_inode_decode(ino, v.data, v.size, out);
-	if (rc == 0 && t->write && out->inline_len && t->env->ibuf) {
-		unsigned char *slot = t->env->ibuf +
+	if (rc == 0 && t->write && out->inline_len && t->env->w.ibuf) {
+		unsigned char *slot = t->env->w.ibuf +
 			(size_t)(t->inl_next++ % KV_INL_SLOTS) * KV_SYMLINK_MAX;
 		memcpy(slot, out->inline_data, out->inline_len);
 		out->inline_data = slot;
@@ -64,7 +64,7 @@ int kv_inode_put(kv_txn *t, const struct kv_inode *in)
 		return -EROFS;
 	if (in->inline_len > KV_SYMLINK_MAX)
 		return -ENAMETOOLONG;
-	if (t->env->ic)
+	if (t->env->ic.slots)
 		kv_icache_put(t->env, in); /* icache.c invariant 1: before it is told */
 	/* inline_data may point into this record as kv_inode_get found it; a
 	 * put of another size moves the records of a dirty page: copy first */
@@ -85,9 +85,9 @@ int kv_ino_alloc(kv_txn *t, uint64_t *ino)
 	if (!t->write)
 		return -EROFS;
 	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: next_ino */
-	if (t->env->next_ino == UINT64_MAX)
+	if (t->env->w.next_ino == UINT64_MAX)
 		return -ENOSPC;
-	*ino = t->env->next_ino++;
+	*ino = t->env->w.next_ino++;
 	return 0;
 }
 
@@ -132,7 +132,7 @@ int kv_super_check(kv_env *e, kv_etxn *x)
 	}
 	e->super = s;
 	/* not below numbers a lost window gave out (window.c, invariant 5) */
-	e->next_ino = s.next_ino > e->ino_floor ? s.next_ino : e->ino_floor;
+	e->w.next_ino = s.next_ino > e->win.ino_floor ? s.next_ino : e->win.ino_floor;
 	atomic_store(&e->features, s.feature_incompat);
 	return 0;
 }
@@ -145,7 +145,7 @@ int kv_super_reload(kv_env *e, kv_etxn *x)
 		rc = kv_super_check(e, x);
 	if (rc < 0)
 		return rc;
-	e->super_guess = rc; /* as env had it: the next window may guess so */
+	e->win.super_guess = rc; /* as env had it: the next window may guess so */
 	return 0;
 }
 
@@ -197,7 +197,7 @@ int kv_inode_purge(kv_txn *t, uint64_t ino)
 	kv_win_mark(t, ino); /* window.c invariant 3 */
 	if (!t->write)
 		return -EROFS;
-	if (t->env->ic)
+	if (t->env->ic.slots)
 		kv_icache_del(t->env, ino);
 	flags = inode_flags(t, ino);
 	rc = kv_share_purge(t, ino, flags, &unwritten); /* extents; a lender's blocks */

@@ -14,8 +14,8 @@
  *  1. Keys are big-endian so cursors walk them in numeric order; record
  *     fields are little-endian. The encoders here and docs/FORMAT.md agree.
  *  2. Only the holder of the writer's role (writer.c: the writer thread or
- *     a leading kv_write caller) holds a write transaction; env->wbuf and
- *     env->next_ino are the role's alone.
+ *     a leading kv_write caller) holds a write transaction; env->w.wbuf and
+ *     env->w.next_ino are the role's alone (writer.h: struct kv_writer).
  *  3. (LMDB) The map is resized only with env->map_lock held for writing,
  *     so no reader holds a pointer into the map while it moves; the thread
  *     that resizes it holds no transaction of its own (lmdb.c invariant 3).
@@ -30,14 +30,19 @@
 #ifndef KVFS_KV_INT_H
 #define KVFS_KV_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "change.h"
 #include "engine.h"
+#include "icache.h"
 #include "kv.h"
+#include "window.h"
+#include "writer.h"
 
 extern const char *const kv_db_names[KV_NDB];
 
@@ -57,11 +62,11 @@ struct kv_txn {
 	int txn_full;              /* an engine call returned KV_ETXN_FULL */
 	kv_ecur *cur[KV_NDB];   /* lazily opened; renewed with a read txn */
 	unsigned cur_stale;        /* read txns: bit i set when cur[i] needs renew */
-	unsigned inl_next;         /* write txns: the next env->ibuf slot */
+	unsigned inl_next;         /* write txns: the next env->w.ibuf slot */
 	int over;                  /* write txns: past the room for ordinary changes */
 	int win_op;                /* write txns: an op in the open window (window.c) */
 	/* read txns beside an open window (window.c): */
-	uint64_t gen;              /* env->win_gen when it began */
+	uint64_t gen;              /* env->win.gen when it began */
 	int in_window;             /* reading the window, the writer's role held */
 	kv_etxn *snap;             /* the thread's own txn meanwhile */
 	kv_ecur *wcur[KV_NDB];  /* cursors on the window */
@@ -69,7 +74,7 @@ struct kv_txn {
 
 /* An op reads the inline data (symlink targets) of at most two inodes (a
  * rename of one symlink over another); kv_inode_get in a write txn copies it
- * into one of these slots of env->ibuf, in turn. */
+ * into one of these slots of env->w.ibuf, in turn. */
 #define KV_INL_SLOTS 4
 
 /* Where compressed blocks are decompressed (zstd.c invariant 3). */
@@ -80,9 +85,17 @@ struct kv_zscratch {
 	int reading;           /* within a kv_data_read: blocks go to buf */
 	unsigned char *one;    /* otherwise: one block */
 	size_t one_cap;
-	void *cctx;            /* the role's (env->wz): ZSTD_CCtx for the blocks it merges */
+	void *cctx;            /* the role's (env->z.scratch): ZSTD_CCtx for the blocks it merges */
 	unsigned char *pack;   /* their frames */
 	size_t pack_cap;
+};
+
+/* env->z: the writer's role's compression (zstd.c). scratch is the role's
+ * (kv_int.h invariant 2); level is atomic, set by kv_set_compress from any
+ * thread and read by the role at each merge. */
+struct kv_zwrite {
+	struct kv_zscratch scratch; /* decompression, and the blocks it merges */
+	atomic_int level;         /* compress the blocks the writer merges */
 };
 
 /* A thread's recycled read context. */
@@ -90,183 +103,63 @@ struct kv_reader {
 	struct kv_txn t;       /* first: kv_txn_z finds the reader from it */
 	struct kv_zscratch z;
 	int active;
-	struct kv_reader *prev, *next; /* env->readers */
+	struct kv_reader *prev, *next; /* env->readers.list */
 };
 
-/* icache.c's table: 256 slots by inode number; an op puts at most a few
- * inodes (a rename: both directories, the inode, the one it replaces). */
-#define KV_ICACHE_BITS 8
-#define KV_ICACHE_OP 8
-#define KV_ICACHE_TOP 512
-struct kv_icache_slot {
-	struct kv_inode in;       /* in.ino 0: empty */
-	int64_t at_ns;            /* when its commit was seen (CLOCK_MONOTONIC_COARSE) */
+/* env->readers: every thread's kv_reader (env.c invariant 3). list is
+ * guarded by lock, this struct's; key is made at open, before any reader,
+ * and deleted at close, after the last. */
+struct kv_readers {
+	pthread_key_t key;        /* -> the calling thread's struct kv_reader */
+	pthread_mutex_t lock;
+	struct kv_reader *list;   /* lock */
 };
 
+/* env->unwritten: the count of unwritten blocks (data.c), what fallocate
+ * promised. count is set at open, then published by the writer's role
+ * after each commit (atomic: room.c reads it); dirty and txn are the
+ * role's (kv_int.h invariant 2). */
+struct kv_unwritten {
+	_Atomic uint64_t count;   /* as of the last commit (room.c counts them) */
+	int dirty;                /* changed in the open transaction */
+	uint64_t txn;             /* read from it just before its commit */
+};
+
+/* An open image. Its own fields are set at open, before any thread but the
+ * opener's sees it, and only read after, except: super, the writer's role's
+ * once the writer runs (kv_int.h invariant 2); map_lock's (invariant 3);
+ * room_avail and features, atomics the role writes and anyone reads. Each
+ * owner's state is a struct of its own, declared beside its code with the
+ * lock that guards it, embedded here by value. */
 struct kv_env {
 	const struct kv_engine *eng; /* the store below (engine.h) */
-	void *eng_priv;           /* the engine's own state */
+	void *eng_priv;           /* the engine's own state (LMDB: struct kv_lmdb) */
 	char *path;
 	int lock_fd;              /* holds the exclusive flock of a read-write open */
 	int readonly;
 	int mount;                /* kv_open_opts.mount */
 	enum kv_durability durability;
 	uint64_t max_size;
-	struct kv_super super;
 	uint32_t page_size;
-
-	pthread_key_t tls;        /* -> struct kv_reader */
-	pthread_mutex_t readers_lock;
-	struct kv_reader *readers;
-	pthread_rwlock_t map_lock;
-
-	/* writer */
-	pthread_t writer;
-	int writer_running;
-	pthread_mutex_t q_lock;
-	pthread_cond_t q_cond;
-	struct kv_op *q_head, *q_tail;
-	int q_stop;
-	struct kv_op *lazy_head, *lazy_tail; /* kv_submit_lazy (q_lock) */
-	int w_busy;               /* a thread holds the writer's role (q_lock) */
-	int w_timed;              /* the writer thread waits with a timeout (q_lock):
-	                             W_SYNC or W_LAZY */
-	unsigned sync_interval_ms;
-	/* the writer's role only (whoever holds w_busy, or the writer thread): */
-	int unsynced;             /* commits not yet made durable */
-	uint64_t next_ino;
-	uint64_t wb_bytes;        /* file data committed since the flusher's last kick */
-	unsigned char *wbuf;      /* block_size + KV_CSUM_LEN */
-	unsigned char *ibuf;      /* KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
-	kv_etxn *w_txn;           /* the batch transaction while it is open */
-
-	/* the window (window.c), durability fsync and none when window_ms */
-	unsigned window_ms;       /* set at open: 0 for no window */
-	kv_etxn *win;             /* the role's: the open window, begun and ended by
-	                             the writer thread */
-	int win_dirty;            /* the role's: changes applied since it began */
-	int win_fresh;            /* the role's: a shared store's W before its first op */
-	int super_guess;          /* the role's: the last look found the superblock as
-	                             env had it: the next W guesses so (window.c) */
-	struct timespec win_start; /* the role's: when the first one was */
-	uint64_t win_bytes;       /* the role's: file data applied in it */
-	uint64_t win_pages;       /* the role's: pages its changes may take, estimated */
-	uint64_t win_room;        /* the role's: pages it may take before it commits */
-	int win_commit;           /* q_lock: commit it now (size, a sync) */
-	int win_failed;           /* q_lock: a commit of acknowledged changes failed:
-	                             -errno, and the store takes no more changes */
-	int win_told;             /* the role's: an op applied in it was told */
-	int win_alone;            /* set at open: a window only while the store is this
-	                             mount's alone (engine.h: lease; window.c) */
-	atomic_int alone;         /* the role writes: W holds the store's lease */
-	atomic_int lease_asked;   /* another mount asked for the lease: give it up */
-	_Atomic uint64_t lost;    /* windows of told changes a shared store lost */
-	uint64_t *lost_ino;       /* q_lock: inodes they changed, each until an
-	                             fsync of it reports it (change.c) */
-	size_t lost_n, lost_cap;
-	uint64_t ino_floor;       /* the role's: inode numbers below it may have been
-	                             given out in a lost window: never again */
-	int win_ready;            /* q_lock: the writer thread has looked for room */
-	int role_waiters;         /* q_lock: readers waiting for the role */
-	pthread_cond_t role_cond; /* q_lock: the role came free */
-	_Atomic uint64_t win_gen; /* commits so far (readers compare it) */
-#define KV_WIN_BITS 65536
-	_Atomic uint64_t win_bits[KV_WIN_BITS / 64]; /* inodes changed in the window */
-
-	/* flusher (flusher.c) */
-	pthread_t flusher;
-	pthread_mutex_t f_lock;
-	pthread_cond_t f_cond;
-	unsigned f_kick;          /* f_lock: kicks not yet served */
-	int f_stop;               /* f_lock */
-	unsigned f_done;          /* f_lock: kicks served (tests wait on it) */
-	uint64_t f_alloc_end;     /* the flusher's: allocated up to here */
-	uint64_t f_wb_from;       /* the flusher's: written back before here */
-	int f_no_alloc;           /* the host refused fallocate */
-
-	/* room (room.c) */
-	_Atomic uint64_t room_cap;  /* ordinary changes grow the map up to here */
-	_Atomic uint64_t room_hard; /* changes flagged KV_OP_RESERVE up to here */
-	_Atomic uint64_t room_avail; /* kv_room_avail: as of the last commit */
-	uint64_t room_anchor;     /* the extent when the writer started (set once) */
-	uint64_t room_use_max;    /* the role's: pages in use ordinary changes may reach */
-	int room_tight;           /* the role's: the extent is past room_use_max */
-	uint64_t room_next;       /* the role's: look again once the extent passes this */
-	int room_no_alloc;        /* the role's: the host refused fallocate */
-	int in_reserve;           /* the role's: running an op in the reserve */
-	int touched;              /* the role's: the last commit was run_touch's */
-
-	/* unwritten blocks (data.c): what fallocate promised */
-	_Atomic uint64_t unwritten; /* as of the last commit (room.c counts them) */
-	int unwritten_dirty;      /* the role's: changed in the open transaction */
-	uint64_t unwritten_txn;   /* the role's: read from it just before its commit */
-
-	struct kv_zscratch wz;    /* the role's decompression scratch (zstd.c) */
-	atomic_int zlevel;        /* compress the blocks the writer merges (kv_set_compress) */
-
-	/* shared blocks (share.c) */
-	_Atomic uint64_t features; /* super.feature_incompat for readers (super is the
-				     role's): set at open and by kv_feature_set */
 	unsigned missing_dbs;     /* a version 1 image opened read-only: bit i, database
-	                             i is not there (read as empty) */
+	                             i is not there (read as empty; share.c) */
+	struct kv_super super;
+	pthread_rwlock_t map_lock;
+	_Atomic uint64_t room_avail; /* kv_room_avail, as of the last commit: the role
+	                                writes it (room hooks, the window) */
+	_Atomic uint64_t features; /* super.feature_incompat for readers: set at open
+	                              and by kv_feature_set (share.c) */
 
-	/* what a shared store's other mounts are told (change.c) */
-	uint64_t mount_id;        /* random, set at open */
-	char *chg;                /* the role's: the notes of the open transaction */
-	size_t chg_len, chg_cap;
-	uint64_t chg_seen[256];   /* the role's: inodes noted lately */
-	kv_change_fn watch_fn;    /* kv_watch's */
-	void *watch_arg;
-
-	/* inode records this mount committed lately, on a shared store
-	 * (icache.c): the table, and the role's lists */
-	pthread_mutex_t ic_lock;
-	struct kv_icache_slot *ic; /* 1 << KV_ICACHE_BITS slots; NULL: none kept */
-	struct kv_inode ic_op[KV_ICACHE_OP]; /* the op's puts (mode 0: deleted) */
-	unsigned ic_op_n;
-	int ic_op_lost;           /* the op put more than ic_op holds */
-	struct kv_inode *ic_top;  /* KV_ICACHE_TOP: the transaction's, ops committed */
-	unsigned ic_top_n;
-	int ic_top_full;          /* its commit keeps none */
+	struct kv_readers readers; /* above: readers.lock */
+	struct kv_writer w;       /* writer.h: w.q_lock, and the role */
+	struct kv_window win;     /* window.h: the role, w.q_lock, atomics */
+	struct kv_unwritten unwritten; /* above: the role, an atomic */
+	struct kv_zwrite z;       /* above: the role, an atomic */
+	struct kv_change chg;     /* change.h: the role; set at open and by kv_watch */
+	struct kv_lost lost;      /* change.h: w.q_lock, an atomic */
+	struct kv_icache ic;      /* icache.h: ic.lock, and the role */
 };
 
-/* icache.c: see there. kv_icache_op_begin and _op_done bracket an op's
- * child transaction (done: it committed), _top_begin and _top_done a
- * top-level write transaction (done: it committed); kv_inode_put and
- * kv_inode_delete call _put and _del; a note from another mount, _forget. */
-int kv_icache_init(kv_env *e);
-void kv_icache_free(kv_env *e);
-void kv_icache_put(kv_env *e, const struct kv_inode *in);
-void kv_icache_del(kv_env *e, uint64_t ino);
-void kv_icache_forget(kv_env *e, uint64_t ino);
-void kv_icache_forget_all(kv_env *e);
-void kv_icache_op_begin(kv_env *e);
-void kv_icache_op_done(kv_env *e);
-void kv_icache_top_begin(kv_env *e);
-void kv_icache_top_done(kv_env *e);
-
-/* change.c. The largest message (a NOTIFY payload is under 8000 bytes). */
-#define KV_CHANGE_MSG_MAX 7800
-/* A message's head, "kvfs1 " and the mount's 16 hex digits: written at buf
- * (KV_CHANGE_HEAD + 1 bytes, NUL included); its length. A message of the
- * head alone tells nothing (a mount's hello). */
-#define KV_CHANGE_HEAD 22
-size_t kv_change_head(const kv_env *e, char *buf);
-void kv_change_init(kv_env *e);
-/* A top-level write transaction begins: no notes yet. */
-void kv_change_begin(kv_env *e);
-/* Note a changed inode, a name added or removed in dir (the role). */
-void kv_change_ino(kv_env *e, uint64_t ino);
-void kv_change_name(kv_env *e, uint64_t dir, const char *name, size_t len);
-/* The open transaction's changes were told, and its commit failed (the
- * role; window.c invariant 5): count the loss, and keep the inodes it
- * changed for kv_lost_check. */
-void kv_change_lost(kv_env *e);
-/* Hand the notes to the engine just before x commits. -errno. */
-int kv_change_publish(kv_env *e, kv_etxn *x);
-/* A message from the engine's listener: to the watcher, unless our own.
- * -EINVAL for a message that is not one. */
-int kv_change_deliver(kv_env *e, const char *msg, size_t len);
 /* Another mount asked for the store's lease (engine.h: lease; from the
  * engine's listener): the window commits and gives it up (window.c). */
 void kv_lease_asked(kv_env *e);
@@ -288,17 +181,6 @@ int kv_unwritten_add(kv_txn *t, int64_t delta);
 /* The count stored in txn (0 when the record is absent; -EIO when it is
  * damaged). */
 int kv_unwritten_read(kv_env *e, kv_etxn *txn, uint64_t *count);
-
-/* The window (window.c). Mark ino changed in the open window (an op's txn
- * there; nothing elsewhere: a batch is committed before it is told). */
-void kv_win_mark(kv_txn *txn, uint64_t ino);
-/* Before a read of ino's records in a read txn: 0 to read them in txn as
- * it is, or after switching it to the window, when ino changed there or a
- * commit came since txn began (the writer's role is then held until
- * kv_read_end); -errno. */
-int kv_win_route(kv_txn *txn, uint64_t ino);
-/* kv_read_end's part: let go of the window. */
-void kv_win_leave(kv_txn *txn);
 
 /* Name hash of the dirent key (top KV_HASH_BITS bits of XXH3-64; hash.c).
  * Tests replace it to force collisions. */
@@ -437,6 +319,44 @@ static inline int kv_cdel(kv_txn *t, kv_ecur *c)
 	return t->env->eng->cur_del(t->env, c);
 }
 
+/* The engine's hooks of an image file's upkeep (engine.h contract 9), as
+ * the writer's role calls them; for an engine without them, what a store
+ * without a map of its own has: room never short, a map never full,
+ * nothing allocated ahead. */
+static inline int kv_eroom_update(kv_env *e)
+{
+	if (e->eng->room_update)
+		return e->eng->room_update(e);
+	atomic_store(&e->room_avail, KV_ROOM_UNMEASURED);
+	return 0;
+}
+
+static inline void kv_eroom_check(kv_env *e)
+{
+	if (e->eng->room_check)
+		e->eng->room_check(e);
+}
+
+static inline int kv_eroom_over(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_over && e->eng->room_over(e, x);
+}
+
+static inline uint64_t kv_eroom_avail(kv_env *e, kv_etxn *x)
+{
+	return e->eng->room_avail ? e->eng->room_avail(e, x) : KV_ROOM_UNMEASURED;
+}
+
+static inline uint64_t kv_eroom_window(kv_env *e, uint64_t want)
+{
+	return e->eng->room_window ? e->eng->room_window(e, want) : want;
+}
+
+static inline int kv_emap_grow(kv_env *e)
+{
+	return e->eng->map_grow ? e->eng->map_grow(e) : -ENOSPC;
+}
+
 /* Check a block value of key (ino, idx); set *len to its data length. A
  * compressed block's is decompressed: *v then points at its bytes in the
  * txn's scratch (zstd.c). -EIO, logged (data.c); -ENOMEM. */
@@ -490,7 +410,7 @@ int kv_feature_set(kv_txn *txn, uint64_t bit);
 /* Compressed blocks (zstd.c). The scratch of t (invariant 3). */
 static inline struct kv_zscratch *kv_txn_z(kv_txn *t)
 {
-	return t->write ? &t->env->wz : &((struct kv_reader *)t)->z;
+	return t->write ? &t->env->z.scratch : &((struct kv_reader *)t)->z;
 }
 /* A kv_data_read of up to len bytes begins (room for its blocks) and ends. */
 void kv_z_begin_read(kv_txn *txn, size_t len);

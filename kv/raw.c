@@ -150,7 +150,7 @@ int kv_ino_counter_raise(kv_txn *t, uint64_t next)
 	if (!t->write)
 		return -EROFS;
 	assert(kv_role_mine(t->env)); /* kv_int.h invariant 2: next_ino */
-	if (t->env->next_ino < next)
-		t->env->next_ino = next; /* stored by the batch's commit */
+	if (t->env->w.next_ino < next)
+		t->env->w.next_ino = next; /* stored by the batch's commit */
 	return 0;
 }

@@ -329,8 +329,8 @@ static int ext_cut(kv_txn *t, uint64_t ino, uint64_t a, uint64_t b, uint64_t *dr
 /* Copy a block value's bytes out of the map into the writer's buffer. */
 static const void *out_of_map(kv_txn *t, const kv_val *v, size_t len)
 {
-	memcpy(t->env->wbuf, v->data, len);
-	return t->env->wbuf;
+	memcpy(t->env->w.wbuf, v->data, len);
+	return t->env->w.wbuf;
 }
 
 int kv_ext_own(kv_txn *t, struct kv_inode *in, uint64_t idx)

@@ -29,7 +29,7 @@ int kv_super_relabel(kv_txn *t, const char *label, const uint8_t uuid[16])
 	if (label && strlen(label) > KV_LABEL_MAX)
 		return -EINVAL;
 	s = e->super;
-	s.next_ino = e->next_ino;
+	s.next_ino = e->w.next_ino;
 	if (label) {
 		memset(s.label, 0, sizeof(s.label));
 		memcpy(s.label, label, strlen(label));

@@ -7,7 +7,7 @@
  * transaction open, the window, and ops are applied into it and told at
  * once (done(), or kv_write's return). The window commits when window_ms
  * has passed since its first change, when it grew past what its room
- * allows (win_room), when an op asks for durability (KV_OP_SYNC: fsync,
+ * allows (win.room), when an op asks for durability (KV_OP_SYNC: fsync,
  * syncfs), at kv_settle and at close. durability=full (window_ms 0) keeps
  * the batches of writer.c, told only after their commit.
  *
@@ -35,9 +35,9 @@
  *     reserve.
  *  3. Read-your-writes: an op marks the inodes whose records it changes
  *     (kv_win_mark, from the record functions) before it is told; W's
- *     commit counts win_gen up, then clears the marks. A reader that began
- *     at win_gen g reads an inode from its snapshot only while the inode is
- *     unmarked and win_gen is still g; every change told before the read
+ *     commit counts win.gen up, then clears the marks. A reader that began
+ *     at win.gen g reads an inode from its snapshot only while the inode is
+ *     unmarked and win.gen is still g; every change told before the read
  *     began is then in the snapshot. Marks of a rolled-back op are harmless.
  *  4. A reader never waits for the role while it holds the map lock: it
  *     decides at kv_read_begin_ino (or starts over, kv_read_changed); the
@@ -57,7 +57,7 @@
  *     fsyncs and close of a file open across it, and the first fsync of each
  *     inode W changed, fail with EIO (kv_lost_check, as Linux reports a
  *     writeback error); and the inode numbers W gave out are never given
- *     again (ino_floor: the kernel may still hold files of W open).
+ *     again (win.ino_floor: the kernel may still hold files of W open).
  *  6. On a shared store no op of W is told before W's superblock was
  *     read under the writers' lock and found as env has it, or taken: an
  *     op that ran on a guess (win_run) is run again when the guess was
@@ -68,7 +68,7 @@
  *     it asks for at each W's begin: a W is leased or not from begin to
  *     commit, and the lease is given up only between two, when another
  *     mount asks (kv_lease_asked makes W commit first). A mount's default
- *     window there (win_alone) is for that time only: not alone, ops run
+ *     window there (win.alone_only) is for that time only: not alone, ops run
  *     as batches, told after their commit, as without a window; a window
  *     the mount was given (-o window) stays, and close(2) commits it
  *     (fs/file.c) while the mount is not alone.
@@ -79,6 +79,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "kv_int.h"
+#include "window.h"
 #include "writer.h"
 
 /* Pages an op may take besides the blocks it writes: the B-tree pages on
@@ -114,33 +116,33 @@ void kv_win_mark(kv_txn *t, uint64_t ino)
 	if (!t->win_op)
 		return;
 	b = mark_bit(ino);
-	atomic_fetch_or_explicit(&e->win_bits[b / 64], 1ULL << (b % 64), memory_order_relaxed);
+	atomic_fetch_or_explicit(&e->win.bits[b / 64], 1ULL << (b % 64), memory_order_relaxed);
 }
 
 static int marked(kv_env *e, uint64_t ino)
 {
 	uint64_t b = mark_bit(ino);
 
-	return (atomic_load_explicit(&e->win_bits[b / 64], memory_order_acquire) >> (b % 64)) & 1;
+	return (atomic_load_explicit(&e->win.bits[b / 64], memory_order_acquire) >> (b % 64)) & 1;
 }
 
 /* A commit: readers that began before it must not trust an unmarked inode
  * (invariant 3: the count first, the marks after). */
 static void marks_clear(kv_env *e)
 {
-	atomic_fetch_add_explicit(&e->win_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&e->win.gen, 1, memory_order_release);
 	for (size_t i = 0; i < KV_WIN_BITS / 64; i++)
-		atomic_store_explicit(&e->win_bits[i], 0, memory_order_release);
+		atomic_store_explicit(&e->win.bits[i], 0, memory_order_release);
 }
 
 int kv_read_changed(kv_txn *t, uint64_t ino)
 {
 	kv_env *e = t->env;
 
-	if (!e->window_ms || t->write || t->in_window)
+	if (!e->win.ms || t->write || t->in_window)
 		return 0;
 	return marked(e, ino) ||
-	       atomic_load_explicit(&e->win_gen, memory_order_acquire) != t->gen;
+	       atomic_load_explicit(&e->win.gen, memory_order_acquire) != t->gen;
 }
 
 /* ------------------------------------------------------------- role -- */
@@ -149,10 +151,10 @@ int kv_read_changed(kv_txn *t, uint64_t ino)
  * no read transaction: invariant 4). */
 static void role_wait_take(kv_env *e)
 {
-	while (e->w_busy) {
-		e->role_waiters++;
-		pthread_cond_wait(&e->role_cond, &e->q_lock);
-		e->role_waiters--;
+	while (e->w.busy) {
+		e->w.role_waiters++;
+		pthread_cond_wait(&e->w.role_cond, &e->w.q_lock);
+		e->w.role_waiters--;
 	}
 	kv_role_take(e);
 }
@@ -163,25 +165,25 @@ int kv_read_begin_window(kv_env *e, kv_txn **out)
 {
 	int rc;
 
-	if (!e->window_ms || e->readonly)
+	if (!e->win.ms || e->readonly)
 		return kv_read_begin(e, out);
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	role_wait_take(e);
-	if (!e->win) {
+	if (!e->win.txn) {
 		/* no window (its commit failed, or closing): the snapshot has
 		 * everything, and the role keeps the map still */
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		rc = kv_read_begin(e, out);
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		if (rc == 0)
 			(*out)->in_window = 2; /* role held, own snapshot */
 		else
 			kv_role_release_locked(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return rc;
 	}
-	pthread_mutex_unlock(&e->q_lock);
-	return kv_reader_on(e, e->win, out);
+	pthread_mutex_unlock(&e->w.q_lock);
+	return kv_reader_on(e, e->win.txn, out);
 }
 
 int kv_read_begin_ino(kv_env *e, uint64_t ino, kv_txn **out)
@@ -189,9 +191,9 @@ int kv_read_begin_ino(kv_env *e, uint64_t ino, kv_txn **out)
 	uint64_t gen;
 	int rc;
 
-	if (!e->window_ms || e->readonly)
+	if (!e->win.ms || e->readonly)
 		return kv_read_begin(e, out);
-	gen = atomic_load_explicit(&e->win_gen, memory_order_acquire);
+	gen = atomic_load_explicit(&e->win.gen, memory_order_acquire);
 	if (!marked(e, ino)) {
 		rc = kv_read_begin(e, out);
 		if (rc)
@@ -214,9 +216,9 @@ void kv_win_leave(kv_txn *t)
 		t->wcur[i] = NULL;
 	}
 	t->in_window = 0;
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_release_locked(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* ------------------------------------------------------- applying ops -- */
@@ -226,16 +228,16 @@ enum applied { APPLIED, FAILED, SHORT };
 /* W told nothing yet and cannot go on: it goes, the next op opens another. */
 static void win_drop(kv_env *e)
 {
-	e->eng->txn_abort(e, e->win);
-	e->win = NULL;
-	e->win_dirty = 0;
+	e->eng->txn_abort(e, e->win.txn);
+	e->win.txn = NULL;
+	e->win.dirty = 0;
 }
 
 /* Run op in a child of W, left open in t. On a shared store's fresh W
- * (win_fresh) the writers' lock comes first and the superblock is read
+ * (win.fresh) the writers' lock comes first and the superblock is read
  * again (the inode counter may have moved): with the op's own reads, one
  * wait on a server, when the last look found it as env had it
- * (super_guess); then it is checked after the op, which runs again on the
+ * (win.super_guess); then it is checked after the op, which runs again on the
  * superblock W holds if it moved (invariant 6). -errno, W dropped when it
  * cannot go on (t.txn NULL). */
 static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int over)
@@ -243,20 +245,20 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
 	int guess = 0, mrc, rc;
 
 	t->txn = NULL; /* what the caller looks at when W could not go on */
-	if (e->win_fresh) {
-		guess = e->super_guess;
-		rc = guess ? kv_super_lock(e, e->win) : kv_super_reload(e, e->win);
+	if (e->win.fresh) {
+		guess = e->win.super_guess;
+		rc = guess ? kv_super_lock(e, e->win.txn) : kv_super_reload(e, e->win.txn);
 		if (rc)
 			return win_drop(e), rc;
-		e->win_fresh = 0;
+		e->win.fresh = 0;
 		/* W holds the others' writers now: it commits by window even if
 		 * its ops change nothing (an atime already late enough) */
-		e->win_dirty = 1;
-		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
+		e->win.dirty = 1;
+		clock_gettime(CLOCK_MONOTONIC, &e->win.start);
 	}
 	for (;;) {
 		*t = (kv_txn){.env = e, .write = 1, .over = over, .win_op = 1};
-		mrc = e->eng->txn_begin(e, e->win, 0, &t->txn);
+		mrc = e->eng->txn_begin(e, e->win.txn, 0, &t->txn);
 		if (mrc) {
 			t->txn = NULL;
 			if (guess) /* the superblock never checked */
@@ -271,14 +273,14 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
 		/* it moved (another mount's commit, or the op's own store of
 		 * it), or could not be read: the try goes with its child, and
 		 * the op runs again on W's (its own store gone) */
-		guess = e->super_guess = 0;
+		guess = e->win.super_guess = 0;
 		e->eng->txn_abort(e, t->txn);
 		t->txn = NULL;
-		e->wb_bytes = bytes;
-		rc = kv_super_check(e, e->win);
+		e->w.wb_bytes = bytes;
+		rc = kv_super_check(e, e->win.txn);
 		if (rc < 0)
 			return win_drop(e), rc;
-		e->next_ino = e->super.next_ino; /* what the try took goes with it */
+		e->w.next_ino = e->super.next_ino; /* what the try took goes with it */
 	}
 }
 
@@ -287,14 +289,14 @@ static int win_run(kv_env *e, struct kv_op *op, kv_txn *t, uint64_t bytes, int o
  * commit first, invariant 2). */
 static enum applied win_apply(kv_env *e, struct kv_op *op)
 {
-	uint64_t bytes = e->wb_bytes;
+	uint64_t bytes = e->w.wb_bytes;
 	int over, rc;
 	kv_txn t;
 
-	assert(kv_role_mine(e) && e->win);
+	assert(kv_role_mine(e) && e->win.txn);
 	if (op->apply == kv_apply_nothing)
 		return op->rc = 0, APPLIED; /* a commit's or a sync's mark: no child, no lock */
-	over = kv_eroom_over(e, e->win);
+	over = kv_eroom_over(e, e->win.txn);
 	if (over && !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)))
 		return op->rc = -ENOSPC, FAILED;
 	rc = win_run(e, op, &t, bytes, over);
@@ -308,29 +310,29 @@ static enum applied win_apply(kv_env *e, struct kv_op *op)
 		e->eng->txn_abort(e, t.txn);
 	}
 	if (t.map_full || t.txn_full) {
-		e->wb_bytes = bytes;
+		e->w.wb_bytes = bytes;
 		op->rc = 0;
 		return SHORT;
 	}
 	op->rc = rc;
 	if (rc) {
-		e->wb_bytes = bytes;
+		e->w.wb_bytes = bytes;
 		return FAILED;
 	}
-	if (!e->win_dirty) {
-		e->win_dirty = 1;
-		clock_gettime(CLOCK_MONOTONIC, &e->win_start);
+	if (!e->win.dirty) {
+		e->win.dirty = 1;
+		clock_gettime(CLOCK_MONOTONIC, &e->win.start);
 	}
-	e->win_told = 1; /* its caller is told next */
-	e->win_bytes += e->wb_bytes - bytes;
-	e->win_pages += (e->wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
+	e->win.told = 1; /* its caller is told next */
+	e->win.bytes += e->w.wb_bytes - bytes;
+	e->win.pages += (e->w.wb_bytes - bytes) / e->page_size + 1 + OP_PAGES;
 	return APPLIED;
 }
 
 /* Whether W has taken the room it may take before it commits. */
 static int win_full(const kv_env *e)
 {
-	return e->win_pages >= e->win_room || e->win_bytes >= WIN_BYTES_MAX;
+	return e->win.pages >= e->win.room || e->win.bytes >= WIN_BYTES_MAX;
 }
 
 static int win_close(kv_env *e, int sync);
@@ -358,34 +360,34 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 	int commit = flags & (KV_OP_SYNC | KV_OP_COMMIT);
 	enum applied how;
 
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	/* lazy ops queued (an atime after a read, pending.c) go first: the
 	 * writer thread's batch takes them before this op, which applied here
 	 * would overtake them (a utimensat after a read lost to its atime) */
 	/* a fresh W's first op may drop W (win_run): invariant 1 */
-	if (e->w_busy || e->q_head || e->lazy_head || e->q_stop || !e->win || e->win_commit ||
-	    e->win_failed || (e->win_fresh && !e->eng->any_thread) ||
+	if (e->w.busy || e->w.q_head || e->w.lazy_head || e->w.q_stop || !e->win.txn || e->win.commit ||
+	    e->win.failed || (e->win.fresh && !e->eng->any_thread) ||
 	    (commit && !(e->eng->any_thread && apply == kv_apply_nothing))) {
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return 0; /* the writer thread's */
 	}
 	kv_role_take(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	if (commit) {
 		*rc = win_commit_here(e, flags & KV_OP_SYNC);
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		kv_role_release_locked(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return 1;
 	}
 	how = win_apply(e, &op);
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	if (how == APPLIED && win_full(e))
-		e->win_commit = 1;
-	if (!e->win) /* dropped (win_run): the writer thread opens the next */
-		pthread_cond_signal(&e->q_cond);
+		e->win.commit = 1;
+	if (!e->win.txn) /* dropped (win_run): the writer thread opens the next */
+		pthread_cond_signal(&e->w.q_cond);
 	kv_role_release_locked(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	if (how == SHORT)
 		return 0; /* W commits first: queued */
 	*rc = op.rc;
@@ -396,31 +398,31 @@ int kv_win_lead(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags, int *rc
 
 void kv_lease_asked(kv_env *e)
 {
-	atomic_store(&e->lease_asked, 1);
-	if (!e->window_ms || !e->writer_running)
+	atomic_store(&e->win.lease_asked, 1);
+	if (!e->win.ms || !e->w.running)
 		return; /* no window: no lease either (win_open takes it) */
-	pthread_mutex_lock(&e->q_lock);
-	e->win_commit = 1;
-	pthread_cond_signal(&e->q_cond);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
+	e->win.commit = 1;
+	pthread_cond_signal(&e->w.q_cond);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* Invariant 7: the lease given up when asked for, taken when it can be.
  * 0 when W is not to open: the store is not this mount's alone, and its
- * window is only for then (win_alone). */
+ * window is only for then (win.alone_only). */
 static int win_lease(kv_env *e)
 {
 	int alone;
 
 	if (!e->eng->lease || !e->mount)
 		return 1;
-	if (atomic_exchange(&e->lease_asked, 0) && atomic_load(&e->alone)) {
-		atomic_store(&e->alone, 0);
+	if (atomic_exchange(&e->win.lease_asked, 0) && atomic_load(&e->win.alone)) {
+		atomic_store(&e->win.alone, 0);
 		e->eng->lease(e, 0);
 	}
 	alone = e->eng->lease(e, 1);
-	atomic_store(&e->alone, alone);
-	return alone || !e->win_alone;
+	atomic_store(&e->win.alone, alone);
+	return alone || !e->win.alone_only;
 }
 
 /* Begin W (the writer thread, the role held, no transaction open): the map
@@ -432,42 +434,42 @@ static void win_open(kv_env *e)
 	uint64_t room;
 	int mrc;
 
-	assert(kv_role_mine(e) && !e->win && !e->w_txn);
+	assert(kv_role_mine(e) && !e->win.txn && !e->w.txn);
 	if (!win_lease(e))
 		return; /* not alone: batches, told after their commit */
 	room = kv_eroom_window(e, 2 * WIN_BYTES_MAX);
 	if (room / e->page_size < WIN_MIN_PAGES)
 		return; /* near full: batches, told after their commit */
-	e->win_room = room / 4 / e->page_size;
-	mrc = e->eng->txn_begin(e, NULL, 0, &e->win);
+	e->win.room = room / 4 / e->page_size;
+	mrc = e->eng->txn_begin(e, NULL, 0, &e->win.txn);
 	if (mrc) {
-		e->win = NULL;
+		e->win.txn = NULL;
 		kv_err(NULL, mrc, "begin window");
 		return;
 	}
 	/* on a store other mounts write, W takes their writers' lock with its
 	 * first statement (engine.h: shared), so it reads the superblock at
 	 * its first op, not now: an idle W holds nothing of theirs */
-	e->win_fresh = e->eng->shared;
+	e->win.fresh = e->eng->shared;
 	kv_change_begin(e);
 	kv_icache_top_begin(e);
-	e->win_dirty = e->win_told = 0;
-	e->win_bytes = e->win_pages = 0;
+	e->win.dirty = e->win.told = 0;
+	e->win.bytes = e->win.pages = 0;
 }
 
 /* Commit W (the writer thread, the role held); sync when asked. 0, or the
  * error that lost it (invariant 5). */
 static int win_close(kv_env *e, int sync)
 {
-	kv_txn t = {.env = e, .txn = e->win, .write = 1};
-	uint64_t next_ino = e->next_ino, avail;
+	kv_txn t = {.env = e, .txn = e->win.txn, .write = 1};
+	uint64_t next_ino = e->w.next_ino, avail;
 	int mrc, rc = 0;
 
-	assert(kv_role_mine(e) && e->win);
-	if (!e->win_dirty && next_ino == e->super.next_ino) {
-		e->eng->txn_abort(e, e->win); /* nothing to commit */
-		e->win = NULL;
-		return sync && e->unsynced ? kv_err(NULL, e->eng->sync(e), "sync") : 0;
+	assert(kv_role_mine(e) && e->win.txn);
+	if (!e->win.dirty && next_ino == e->super.next_ino) {
+		e->eng->txn_abort(e, e->win.txn); /* nothing to commit */
+		e->win.txn = NULL;
+		return sync && e->w.unsynced ? kv_err(NULL, e->eng->sync(e), "sync") : 0;
 	}
 	if (next_ino != e->super.next_ino) {
 		struct kv_super s = e->super;
@@ -475,21 +477,21 @@ static int win_close(kv_env *e, int sync)
 		s.next_ino = next_ino;
 		rc = kv_super_store(&t, &s);
 	}
-	avail = kv_eroom_avail(e, e->win);
+	avail = kv_eroom_avail(e, e->win.txn);
 	if (rc == 0) {
-		kv_unwritten_prepare(e, e->win);
-		rc = e->eng->shared && e->chg_len ? kv_change_publish(e, e->win) : 0;
+		kv_unwritten_prepare(e, e->win.txn);
+		rc = e->eng->shared && e->chg.len ? kv_change_publish(e, e->win.txn) : 0;
 	}
 	if (rc) {
-		e->eng->txn_abort(e, e->win);
+		e->eng->txn_abort(e, e->win.txn);
 	} else {
-		mrc = e->eng->txn_commit(e, e->win);
+		mrc = e->eng->txn_commit(e, e->win.txn);
 		if (mrc == EIO && kv_disk_full(e))
 			mrc = ENOSPC; /* LMDB says EIO for a short write */
 		rc = mrc ? kv_err(NULL, mrc, "commit window") : 0;
 	}
-	e->win = NULL;
-	e->win_dirty = 0;
+	e->win.txn = NULL;
+	e->win.dirty = 0;
 	if (rc)
 		return rc;
 	e->super.next_ino = next_ino;
@@ -500,7 +502,7 @@ static int win_close(kv_env *e, int sync)
 	if (sync && e->durability != KV_DURABLE_FULL) {
 		rc = kv_err(NULL, e->eng->sync(e), "sync");
 		if (rc == 0)
-			e->unsynced = 0;
+			e->w.unsynced = 0;
 	}
 	return rc;
 }
@@ -509,8 +511,8 @@ static int win_close(kv_env *e, int sync)
 static void win_fail(kv_env *e, int rc)
 {
 	if (e->eng->shared) {
-		if (e->next_ino > e->ino_floor)
-			e->ino_floor = e->next_ino; /* what W gave out, W's commit lost */
+		if (e->w.next_ino > e->win.ino_floor)
+			e->win.ino_floor = e->w.next_ino; /* what W gave out, W's commit lost */
 		kv_change_lost(e);
 		kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
 		       "acknowledged since the last commit is lost; the fsyncs of the files it "
@@ -522,9 +524,9 @@ static void win_fail(kv_env *e, int rc)
 	kv_log("%s: a commit failed (%s) after its changes were acknowledged: what was "
 	       "acknowledged since the last commit is lost; no more changes are taken (unmount, "
 	       "check the host filesystem, mount again)", e->path, strerror(-rc));
-	pthread_mutex_lock(&e->q_lock);
-	e->win_failed = rc;
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
+	e->win.failed = rc;
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* Whether W's time is up, or when it will be (*ms left). */
@@ -534,9 +536,9 @@ static int win_due(const kv_env *e, unsigned *ms)
 	int64_t left;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	left = (int64_t)e->window_ms * 1000000 -
-	       ((int64_t)(now.tv_sec - e->win_start.tv_sec) * 1000000000 +
-		(now.tv_nsec - e->win_start.tv_nsec));
+	left = (int64_t)e->win.ms * 1000000 -
+	       ((int64_t)(now.tv_sec - e->win.start.tv_sec) * 1000000000 +
+		(now.tv_nsec - e->win.start.tv_nsec));
 	*ms = left > 0 ? (unsigned)((left + 999999) / 1000000) : 0;
 	return left <= 0;
 }
@@ -555,8 +557,8 @@ static void win_take(kv_env *e, struct kv_op *batch, struct kv_op **sync,
 
 		batch = op->next;
 		op->next = NULL;
-		if (e->win_failed || !e->win)
-			op->rc = e->win_failed ? -EROFS : -EIO;
+		if (e->win.failed || !e->win.txn)
+			op->rc = e->win.failed ? -EROFS : -EIO;
 		else
 			how = win_apply(e, op);
 		if (how == SHORT) {
@@ -586,13 +588,13 @@ static void win_turn(kv_env *e, struct kv_op *sync, struct kv_op *short_ops, int
 {
 	int rc = 0;
 
-	if (e->win) {
-		int told = e->win_told;
+	if (e->win.txn) {
+		int told = e->win.told;
 
 		rc = win_close(e, any_sync(sync) || stop);
 		if (rc && told)
 			win_fail(e, rc);
-	} else if (e->win_failed) {
+	} else if (e->win.failed) {
 		rc = -EIO;
 	}
 	while (sync) {
@@ -604,11 +606,11 @@ static void win_turn(kv_env *e, struct kv_op *sync, struct kv_op *short_ops, int
 		if (op->done)
 			op->done(op->arg, op->rc);
 	}
-	if (short_ops && !e->win_failed)
+	if (short_ops && !e->win.failed)
 		kv_run_batch(e, short_ops);
 	else
 		kv_finish_all(short_ops, -EROFS);
-	if (!e->win_failed && !stop)
+	if (!e->win.failed && !stop)
 		win_open(e);
 }
 
@@ -621,27 +623,27 @@ static int win_wait(kv_env *e, int *commit)
 	int look = 0;
 
 	for (;;) {
-		if (e->w_busy) {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+		if (e->w.busy) {
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 			continue;
 		}
-		*commit = e->win_commit || e->q_stop;
-		if (e->q_head || e->lazy_head || *commit || look)
+		*commit = e->win.commit || e->w.q_stop;
+		if (e->w.q_head || e->w.lazy_head || *commit || look)
 			return 1;
-		if (e->win_dirty && e->win) { /* read while nobody holds the role */
+		if (e->win.dirty && e->win.txn) { /* read while nobody holds the role */
 			if (win_due(e, &ms)) {
 				*commit = 1;
 				return 1;
 			}
 			kv_timed_wait(e, ms, KV_W_WINDOW);
-		} else if (!e->win && !e->win_failed) {
+		} else if (!e->win.txn && !e->win.failed) {
 			/* look for room again, once the role is free */
 			look = kv_timed_wait(e, WIN_RETRY_MS, KV_W_WINDOW);
-		} else if (e->unsynced && e->sync_interval_ms) {
-			if (kv_timed_wait(e, e->sync_interval_ms, KV_W_SYNC))
+		} else if (e->w.unsynced && e->w.sync_interval_ms) {
+			if (kv_timed_wait(e, e->w.sync_interval_ms, KV_W_SYNC))
 				kv_idle_sync(e);
 		} else {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 		}
 	}
 }
@@ -650,7 +652,7 @@ static int win_wait(kv_env *e, int *commit)
  * refused after a lost commit (the role held). */
 static void batch_take(kv_env *e, struct kv_op *batch)
 {
-	if (!e->win_failed) {
+	if (!e->win.failed) {
 		kv_run_batch(e, batch);
 		return;
 	}
@@ -668,37 +670,37 @@ void *kv_window_main(void *arg)
 	kv_env *e = arg;
 	int commit;
 
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_take(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	win_open(e);
-	pthread_mutex_lock(&e->q_lock);
-	e->win_ready = 1; /* kv_writer_start waits for it */
+	pthread_mutex_lock(&e->w.q_lock);
+	e->win.ready = 1; /* kv_writer_start waits for it */
 	kv_role_release_locked(e);
-	pthread_cond_broadcast(&e->role_cond);
+	pthread_cond_broadcast(&e->w.role_cond);
 	while (win_wait(e, &commit)) {
 		struct kv_op *batch = kv_take_queue(e), *sync = NULL, *short_ops = NULL;
-		int stop = e->q_stop && !batch;
+		int stop = e->w.q_stop && !batch;
 		unsigned ms;
 
-		e->win_commit = 0;
+		e->win.commit = 0;
 		kv_role_take(e);
-		pthread_mutex_unlock(&e->q_lock);
-		if (!e->win && !e->win_failed && !stop)
+		pthread_mutex_unlock(&e->w.q_lock);
+		if (!e->win.txn && !e->win.failed && !stop)
 			win_open(e);
-		if (e->win) {
+		if (e->win.txn) {
 			win_take(e, batch, &sync, &short_ops);
 			if (commit || sync || short_ops || stop || win_full(e) ||
-			    (e->win_dirty && win_due(e, &ms)))
+			    (e->win.dirty && win_due(e, &ms)))
 				win_turn(e, sync, short_ops, stop);
 		} else if (batch) {
 			batch_take(e, batch);
 		}
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		kv_role_release_locked(e);
 		if (stop)
 			break;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return NULL;
 }

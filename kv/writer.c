@@ -32,13 +32,13 @@
  *     others are retried without it. KV_ETXN_FULL splits the batch the same
  *     way. So nothing committed is ever lost and one op cannot fail another.
  *  4. done() may free the op: the writer reads op->next before calling it.
- *  5. At most one thread holds the role (w_busy, under q_lock); batches, the
+ *  5. At most one thread holds the role (w.busy, under q_lock); batches, the
  *     idle sync and the role-only fields (unsynced, next_ino, wbuf, ibuf) are
  *     touched only with it held. The writer thread ends only when the queue
  *     is empty and the role free, so kv_writer_stop() waits for a leader.
  *  6. A thread calling kv_write() holds no read txn (a map growth waits for
  *     every reader to finish).
- *  7. The batch transaction (e->w_txn while open) is begun and ended by the
+ *  7. The batch transaction (e->w.txn while open) is begun and ended by the
  *     role alone, one at a time; the map grows, the room is measured again
  *     and the role is let go only between batches.
  */
@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kv_int.h"
 #include "writer.h"
 
 #ifndef NDEBUG
@@ -56,15 +57,15 @@ static _Thread_local const kv_env *role_held;
 
 int kv_role_mine(const kv_env *e)
 {
-	return role_held == e || !e->writer_running;
+	return role_held == e || !e->w.running;
 }
 #endif
 
 /* Take the writer's role (q_lock held; the role is free). */
 void kv_role_take(kv_env *e)
 {
-	assert(!e->w_busy);
-	e->w_busy = 1;
+	assert(!e->w.busy);
+	e->w.busy = 1;
 #ifndef NDEBUG
 	role_held = e;
 #endif
@@ -73,8 +74,8 @@ void kv_role_take(kv_env *e)
 /* Let go of the role this thread holds (q_lock held). */
 static void role_drop(kv_env *e)
 {
-	assert(e->w_busy && kv_role_mine(e) && !e->w_txn);
-	e->w_busy = 0;
+	assert(e->w.busy && kv_role_mine(e) && !e->w.txn);
+	e->w.busy = 0;
 #ifndef NDEBUG
 	role_held = NULL;
 #endif
@@ -83,7 +84,7 @@ static void role_drop(kv_env *e)
 int kv_txn_reserved(const kv_txn *t)
 {
 	assert(!t->write || kv_role_mine(t->env));
-	return t->write && (t->over || t->env->in_reserve);
+	return t->write && (t->over || t->env->w.in_reserve);
 }
 
 void kv_finish_all(struct kv_op *op, int rc)
@@ -179,7 +180,7 @@ static int apply_touch(kv_txn *t, void *arg)
 	struct kv_super s = t->env->super;
 
 	(void)arg;
-	s.next_ino = t->env->next_ino;
+	s.next_ino = t->env->w.next_ino;
 	return kv_super_store(t, &s);
 }
 
@@ -189,12 +190,12 @@ static int apply_touch(kv_txn *t, void *arg)
 static void run_touch(kv_env *e)
 {
 	struct kv_op touch = {.apply = apply_touch, .flags = KV_OP_RESERVE};
-	int in_reserve = e->in_reserve;
+	int in_reserve = e->w.in_reserve;
 
-	e->in_reserve = 1;
+	e->w.in_reserve = 1;
 	run_batch(e, &touch);
-	e->in_reserve = in_reserve;
-	e->touched = 1;
+	e->w.in_reserve = in_reserve;
+	e->w.touched = 1;
 }
 
 /* An op the map at the cap cannot hold (engine.h contract 9; LMDB's
@@ -208,21 +209,21 @@ static void run_touch(kv_env *e)
 static void run_short(kv_env *e, struct kv_op *op, int txn_full)
 {
 	op->next = NULL;
-	if (!txn_full && !e->touched && !e->in_reserve) {
+	if (!txn_full && !e->w.touched && !e->w.in_reserve) {
 		run_touch(e);
 		kv_eroom_update(e); /* the map back to the cap */
 		run_batch(e, op); /* short again: back here, touched */
 		return;
 	}
-	if (txn_full || !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)) || e->in_reserve) {
+	if (txn_full || !(op->flags & (KV_OP_RESERVE | KV_OP_OVERWRITE)) || e->w.in_reserve) {
 		op->rc = txn_full ? -EFBIG : -ENOSPC;
 		finish(op, NULL);
 		return;
 	}
-	e->in_reserve = 1;
+	e->w.in_reserve = 1;
 	run_batch(e, op);
 	run_touch(e);
-	e->in_reserve = 0;
+	e->w.in_reserve = 0;
 	kv_eroom_update(e); /* the map back to the cap */
 }
 
@@ -253,22 +254,22 @@ enum short_of {
 static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 {
 	kv_txn t = {.env = e, .txn = parent, .write = 1};
-	uint64_t next_ino = e->next_ino, avail;
+	uint64_t next_ino = e->w.next_ino, avail;
 	int mrc, rc = 0;
 
 	*why = SHORT_NONE;
-	assert(e->w_txn == parent);
+	assert(e->w.txn == parent);
 	if (next_ino != e->super.next_ino) {
 		struct kv_super s = e->super;
 
 		s.next_ino = next_ino;
 		rc = kv_super_store(&t, &s);
 	}
-	if (rc == 0 && e->eng->shared && e->chg_len)
+	if (rc == 0 && e->eng->shared && e->chg.len)
 		rc = kv_change_publish(e, parent); /* for the other mounts (change.c) */
 	if (rc) {
 		e->eng->txn_abort(e, parent);
-		e->w_txn = NULL;
+		e->w.txn = NULL;
 		if (rc == -ESTALE)
 			return KV_EGUESS; /* a check the store read on the way failed */
 		if (t.map_full)
@@ -280,7 +281,7 @@ static int commit_batch(kv_env *e, kv_etxn *parent, enum short_of *why)
 	avail = kv_eroom_avail(e, parent);
 	kv_unwritten_prepare(e, parent);
 	mrc = e->eng->txn_commit(e, parent);
-	e->w_txn = NULL;
+	e->w.txn = NULL;
 	if (mrc == 0) {
 		e->super.next_ino = next_ino;
 		atomic_store(&e->room_avail, avail);
@@ -317,12 +318,12 @@ static int commit_short(kv_env *e, enum short_of why, int *host_retried)
  * error goes to the ops that asked). */
 void kv_after_commit(kv_env *e)
 {
-	assert(kv_role_mine(e) && !e->w_txn && !e->win);
-	e->touched = 0;
-	e->unsynced = e->durability != KV_DURABLE_FULL;
-	if (e->wb_bytes >= KV_FLUSH_KICK) {
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn);
+	e->w.touched = 0;
+	e->w.unsynced = e->durability != KV_DURABLE_FULL;
+	if (e->w.wb_bytes >= KV_FLUSH_KICK) {
 		/* at each multiple of 8 MiB, not 8 MiB after a kick */
-		e->wb_bytes -= KV_FLUSH_KICK;
+		e->w.wb_bytes -= KV_FLUSH_KICK;
 		if (e->eng->flusher_kick)
 			e->eng->flusher_kick(e);
 	}
@@ -352,7 +353,7 @@ static void after_commit(kv_env *e, struct kv_op *start, struct kv_op *stop)
 			if ((op->flags & KV_OP_SYNC) && op->rc == 0)
 				op->rc = rc;
 	} else {
-		e->unsynced = 0;
+		e->w.unsynced = 0;
 	}
 }
 
@@ -362,7 +363,7 @@ struct batch {
 	int flat;
 	int host_retried;
 	int unguessed;     /* a try on guesses failed: the rest of it reads (engine.h) */
-	uint64_t wb_bytes; /* e->wb_bytes before the try */
+	uint64_t wb_bytes; /* e->w.wb_bytes before the try */
 };
 
 /* The try from start on is dropped before anything was told: the
@@ -371,9 +372,9 @@ struct batch {
  * it wrote are counted once, by the next try (wb_bytes: what it was). */
 static struct kv_op *try_again(kv_env *e, struct kv_op *start, uint64_t wb_bytes)
 {
-	e->super_guess = 0;
-	e->next_ino = e->super.next_ino > e->ino_floor ? e->super.next_ino : e->ino_floor;
-	e->wb_bytes = wb_bytes;
+	e->win.super_guess = 0;
+	e->w.next_ino = e->super.next_ino > e->win.ino_floor ? e->super.next_ino : e->win.ino_floor;
+	e->w.wb_bytes = wb_bytes;
 	for (struct kv_op *op = start; op; op = op->next)
 		op->rc = 0;
 	return start;
@@ -445,7 +446,7 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 {
 	/* a shared store's superblock, guessed as env has it (window.c
 	 * invariant 6): read with the ops' first reads, checked after them */
-	int guess = e->eng->shared && e->super_guess;
+	int guess = e->eng->shared && e->win.super_guess;
 	/* and its other reads guessed from the last commit, checked with the
 	 * changes (engine.h: KV_TXN_GUESS): a flat try only, as one op's
 	 * failure there (perhaps a wrong guess's) stops the whole try */
@@ -456,8 +457,8 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 	int rc;
 
 	/* kv_int.h invariant 2: the role's alone, one batch at a time */
-	assert(kv_role_mine(e) && e->writer_running && !e->w_txn && !e->win);
-	b->wb_bytes = e->wb_bytes;
+	assert(kv_role_mine(e) && e->w.running && !e->w.txn && !e->win.txn);
+	b->wb_bytes = e->w.wb_bytes;
 	rc = kv_err(NULL, e->eng->txn_begin(e, NULL, flags, &parent), "begin batch");
 	if (rc == 0 && e->eng->shared &&
 	    (rc = guess ? kv_super_lock(e, parent) : kv_super_reload(e, parent)) != 0)
@@ -470,13 +471,13 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 		finish(start, NULL);
 		return NULL;
 	}
-	e->w_txn = parent;
+	e->w.txn = parent;
 	stop = apply_ops(e, parent, start, b->flat, &why);
 	if (flags && why == STOP_FAILED) {
 		/* an op failed on what may have been a wrong guess: the try
 		 * again, reading, before its failure counts */
 		e->eng->txn_abort(e, parent);
-		e->w_txn = NULL;
+		e->w.txn = NULL;
 		b->unguessed = 1;
 		return try_again(e, start, b->wb_bytes);
 	}
@@ -484,18 +485,18 @@ static struct kv_op *batch_try(kv_env *e, struct kv_op *start, struct batch *b)
 		/* it moved, or the ops stored it, or it could not be read: all
 		 * of it again, the superblock read first; nothing was told */
 		e->eng->txn_abort(e, parent);
-		e->w_txn = NULL;
+		e->w.txn = NULL;
 		return try_again(e, start, b->wb_bytes);
 	}
 	if (b->flat && why != STOP_NONE) {
 		e->eng->txn_abort(e, parent);
-		e->w_txn = NULL;
+		e->w.txn = NULL;
 		return flat_stopped(e, start, why, b);
 	}
 	if (stop == start) {
 		/* the first op alone does not fit */
 		e->eng->txn_abort(e, parent);
-		e->w_txn = NULL;
+		e->w.txn = NULL;
 		if (why == STOP_MAP_FULL && kv_emap_grow(e) == 0)
 			return start;
 		stop = start->next;
@@ -525,13 +526,13 @@ void kv_run_batch(kv_env *e, struct kv_op *start)
 /* Everything queued as one batch, the lazy ops first (q_lock held). */
 struct kv_op *kv_take_queue(kv_env *e)
 {
-	struct kv_op *batch = e->q_head;
+	struct kv_op *batch = e->w.q_head;
 
-	if (e->lazy_head) {
-		e->lazy_tail->next = batch;
-		batch = e->lazy_head;
+	if (e->w.lazy_head) {
+		e->w.lazy_tail->next = batch;
+		batch = e->w.lazy_head;
 	}
-	e->q_head = e->q_tail = e->lazy_head = e->lazy_tail = NULL;
+	e->w.q_head = e->w.q_tail = e->w.lazy_head = e->w.lazy_tail = NULL;
 	return batch;
 }
 
@@ -541,26 +542,26 @@ struct kv_op *kv_take_queue(kv_env *e)
 static int writer_needs_wake(kv_env *e)
 {
 	/* unsynced is the role's: read only while nobody holds it */
-	return e->q_head || e->q_stop || (e->lazy_head && e->w_timed != KV_W_LAZY) ||
-	       (e->w_timed == KV_W_NONE && !e->w_busy && e->sync_interval_ms && e->unsynced) ||
-	       e->win_commit || (!e->w_busy && e->win_dirty && e->w_timed != KV_W_WINDOW);
+	return e->w.q_head || e->w.q_stop || (e->w.lazy_head && e->w.timed != KV_W_LAZY) ||
+	       (e->w.timed == KV_W_NONE && !e->w.busy && e->w.sync_interval_ms && e->w.unsynced) ||
+	       e->win.commit || (!e->w.busy && e->win.dirty && e->w.timed != KV_W_WINDOW);
 }
 
 void kv_role_release_locked(kv_env *e)
 {
 	role_drop(e);
 	if (writer_needs_wake(e))
-		pthread_cond_signal(&e->q_cond);
-	if (e->role_waiters)
-		pthread_cond_broadcast(&e->role_cond);
+		pthread_cond_signal(&e->w.q_cond);
+	if (e->w.role_waiters)
+		pthread_cond_broadcast(&e->w.role_cond);
 }
 
 /* Give up the writer's role (held by the caller). */
 static void role_release(kv_env *e)
 {
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_release_locked(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 }
 
 /* Wait up to ms for a signal (q_lock held); 1 when the time ran out. */
@@ -576,9 +577,9 @@ int kv_timed_wait(kv_env *e, unsigned ms, int kind)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	e->w_timed = kind;
-	rc = pthread_cond_timedwait(&e->q_cond, &e->q_lock, &ts);
-	e->w_timed = KV_W_NONE;
+	e->w.timed = kind;
+	rc = pthread_cond_timedwait(&e->w.q_cond, &e->w.q_lock, &ts);
+	e->w.timed = KV_W_NONE;
 	return rc == ETIMEDOUT;
 }
 
@@ -586,13 +587,13 @@ int kv_timed_wait(kv_env *e, unsigned ms, int kind)
  * held; dropped during the sync). */
 void kv_idle_sync(kv_env *e)
 {
-	if (e->w_busy || e->q_head || e->lazy_head || !e->unsynced)
+	if (e->w.busy || e->w.q_head || e->w.lazy_head || !e->w.unsynced)
 		return;
 	kv_role_take(e);
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	if (e->eng->sync(e) == 0)
-		e->unsynced = 0;
-	pthread_mutex_lock(&e->q_lock);
+		e->w.unsynced = 0;
+	pthread_mutex_lock(&e->w.q_lock);
 	kv_role_release_locked(e);
 }
 
@@ -601,22 +602,22 @@ void kv_idle_sync(kv_env *e)
 static int writer_wait(kv_env *e)
 {
 	for (;;) {
-		if (e->w_busy) {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+		if (e->w.busy) {
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 			continue;
 		}
-		if (e->q_head || (e->lazy_head && e->q_stop))
+		if (e->w.q_head || (e->w.lazy_head && e->w.q_stop))
 			return 1;
-		if (e->q_stop)
+		if (e->w.q_stop)
 			return 0; /* drained, and no leader left */
-		if (e->lazy_head) {
-			if (kv_timed_wait(e, KV_LAZY_MS, KV_W_LAZY) && e->lazy_head && !e->w_busy)
+		if (e->w.lazy_head) {
+			if (kv_timed_wait(e, KV_LAZY_MS, KV_W_LAZY) && e->w.lazy_head && !e->w.busy)
 				return 1; /* no batch came to take it along */
-		} else if (e->unsynced && e->sync_interval_ms) {
-			if (kv_timed_wait(e, e->sync_interval_ms, KV_W_SYNC))
+		} else if (e->w.unsynced && e->w.sync_interval_ms) {
+			if (kv_timed_wait(e, e->w.sync_interval_ms, KV_W_SYNC))
 				kv_idle_sync(e);
 		} else {
-			pthread_cond_wait(&e->q_cond, &e->q_lock);
+			pthread_cond_wait(&e->w.q_cond, &e->w.q_lock);
 		}
 	}
 }
@@ -625,20 +626,20 @@ static void *writer_main(void *arg)
 {
 	kv_env *e = arg;
 
-	if (e->window_ms)
+	if (e->win.ms)
 		return kv_window_main(e);
 
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	while (writer_wait(e)) {
 		struct kv_op *batch = kv_take_queue(e);
 
 		kv_role_take(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		run_batch(e, batch);
-		pthread_mutex_lock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
 		role_drop(e);
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return NULL;
 }
 
@@ -661,84 +662,84 @@ int kv_writer_start(kv_env *e)
 {
 	int rc;
 
-	e->wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
-	e->ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
+	e->w.wbuf = malloc((size_t)e->super.block_size + KV_CSUM_LEN);
+	e->w.ibuf = malloc((size_t)KV_INL_SLOTS * KV_SYMLINK_MAX);
 	kv_eroom_update(e); /* the cap, before any transaction */
-	rc = !e->wbuf || !e->ibuf ? -ENOMEM : e->eng->flusher_start ? e->eng->flusher_start(e) : 0;
+	rc = !e->w.wbuf || !e->w.ibuf ? -ENOMEM : e->eng->flusher_start ? e->eng->flusher_start(e) : 0;
 	if (rc)
 		goto free_bufs;
-	pthread_cond_init(&e->role_cond, NULL);
-	rc = kv_thread_start(&e->writer, &e->q_lock, &e->q_cond, writer_main, e);
+	pthread_cond_init(&e->w.role_cond, NULL);
+	rc = kv_thread_start(&e->w.thread, &e->w.q_lock, &e->w.q_cond, writer_main, e);
 	if (rc) {
-		pthread_cond_destroy(&e->role_cond);
+		pthread_cond_destroy(&e->w.role_cond);
 		if (e->eng->flusher_stop)
 			e->eng->flusher_stop(e);
 		goto free_bufs;
 	}
-	e->writer_running = 1;
-	if (e->window_ms) { /* its first window open before the first op */
-		pthread_mutex_lock(&e->q_lock);
-		while (!e->win_ready)
-			pthread_cond_wait(&e->role_cond, &e->q_lock);
-		pthread_mutex_unlock(&e->q_lock);
+	e->w.running = 1;
+	if (e->win.ms) { /* its first window open before the first op */
+		pthread_mutex_lock(&e->w.q_lock);
+		while (!e->win.ready)
+			pthread_cond_wait(&e->w.role_cond, &e->w.q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 	}
 	return 0;
 
 free_bufs:
-	free(e->wbuf);
-	free(e->ibuf);
-	e->wbuf = e->ibuf = NULL;
+	free(e->w.wbuf);
+	free(e->w.ibuf);
+	e->w.wbuf = e->w.ibuf = NULL;
 	return rc;
 }
 
 void kv_writer_stop(kv_env *e)
 {
-	pthread_mutex_lock(&e->q_lock);
-	e->q_stop = 1;
-	pthread_cond_signal(&e->q_cond);
-	pthread_mutex_unlock(&e->q_lock);
-	pthread_join(e->writer, NULL);
-	e->writer_running = 0;
-	pthread_cond_destroy(&e->q_cond);
-	pthread_cond_destroy(&e->role_cond);
-	pthread_mutex_destroy(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
+	e->w.q_stop = 1;
+	pthread_cond_signal(&e->w.q_cond);
+	pthread_mutex_unlock(&e->w.q_lock);
+	pthread_join(e->w.thread, NULL);
+	e->w.running = 0;
+	pthread_cond_destroy(&e->w.q_cond);
+	pthread_cond_destroy(&e->w.role_cond);
+	pthread_mutex_destroy(&e->w.q_lock);
 	if (e->eng->flusher_stop)
 		e->eng->flusher_stop(e);
 	if (e->eng->room_close)
 		e->eng->room_close(e);
-	free(e->wbuf);
-	free(e->ibuf);
-	e->wbuf = e->ibuf = NULL;
+	free(e->w.wbuf);
+	free(e->w.ibuf);
+	e->w.wbuf = e->w.ibuf = NULL;
 }
 
 /* Append op to a queue (head/tail: e->q_* or e->lazy_*). */
 static int enqueue(kv_env *e, struct kv_op *op, struct kv_op **head, struct kv_op **tail,
 		   int lazy)
 {
-	if (e->readonly || !e->writer_running)
+	if (e->readonly || !e->w.running)
 		return -EROFS;
 	op->next = NULL;
 	op->rc = 0;
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	if (*tail)
 		(*tail)->next = op;
 	else
 		*head = op;
 	*tail = op;
 	if (!lazy || writer_needs_wake(e))
-		pthread_cond_signal(&e->q_cond);
-	pthread_mutex_unlock(&e->q_lock);
+		pthread_cond_signal(&e->w.q_cond);
+	pthread_mutex_unlock(&e->w.q_lock);
 	return 0;
 }
 
 int kv_submit(kv_env *e, struct kv_op *op)
 {
-	return enqueue(e, op, &e->q_head, &e->q_tail, 0);
+	return enqueue(e, op, &e->w.q_head, &e->w.q_tail, 0);
 }
 
 int kv_submit_lazy(kv_env *e, struct kv_op *op)
 {
-	return enqueue(e, op, &e->lazy_head, &e->lazy_tail, 1);
+	return enqueue(e, op, &e->w.lazy_head, &e->w.lazy_tail, 1);
 }
 
 int kv_apply_nothing(kv_txn *t, void *arg)
@@ -752,23 +753,23 @@ int kv_settle(kv_env *e)
 {
 	int lazy;
 
-	if (e->readonly || !e->writer_running)
+	if (e->readonly || !e->w.running)
 		return 0;
-	if (e->window_ms) {
+	if (e->win.ms) {
 		/* what was applied, counted as committed; nothing applied since
 		 * the last commit (a close after reads): nothing to wait for */
 		int idle;
 
-		pthread_mutex_lock(&e->q_lock);
-		/* win_dirty is the role's: read while nobody holds it */
-		idle = !e->w_busy && !e->q_head && !e->lazy_head && !e->win_commit &&
-		       !e->win_failed && !(e->win && e->win_dirty);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
+		/* win.dirty is the role's: read while nobody holds it */
+		idle = !e->w.busy && !e->w.q_head && !e->w.lazy_head && !e->win.commit &&
+		       !e->win.failed && !(e->win.txn && e->win.dirty);
+		pthread_mutex_unlock(&e->w.q_lock);
 		return idle ? 0 : kv_write(e, kv_apply_nothing, NULL, KV_OP_COMMIT);
 	}
-	pthread_mutex_lock(&e->q_lock);
-	lazy = e->lazy_head != NULL;
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
+	lazy = e->w.lazy_head != NULL;
+	pthread_mutex_unlock(&e->w.q_lock);
 	/* a batch of its own runs after every lazy op queued before it */
 	return lazy ? kv_write(e, kv_apply_nothing, NULL, 0) : 0;
 }
@@ -808,32 +809,32 @@ int kv_write(kv_env *e, kv_apply_fn apply, void *arg, unsigned flags)
 	if (apply == kv_apply_nothing) /* as it is: the window knows it (win_apply) */
 		op.apply = kv_apply_nothing;
 
-	if (e->readonly || !e->writer_running)
+	if (e->readonly || !e->w.running)
 		return -EROFS;
 	assert(!kv_reading(e)); /* invariant 6 */
 	assert(!kv_role_mine(e)); /* not from apply() or done(): the role is theirs */
-	if (e->window_ms && kv_win_lead(e, apply, arg, flags, &rc))
+	if (e->win.ms && kv_win_lead(e, apply, arg, flags, &rc))
 		return rc;
-	pthread_mutex_lock(&e->q_lock);
+	pthread_mutex_lock(&e->w.q_lock);
 	/* a batch of its own, unless a window is open (or its commit failed):
 	 * the window's writer thread holds LMDB's write lock */
-	if ((!e->window_ms || (!e->win && !e->win_failed)) && !e->w_busy && !e->q_head &&
-	    !e->q_stop) {
+	if ((!e->win.ms || (!e->win.txn && !e->win.failed)) && !e->w.busy && !e->w.q_head &&
+	    !e->w.q_stop) {
 		/* the role is free: lead a batch of the lazy ops and this one */
 		struct kv_op *batch;
 
 		op.apply = apply;
 		op.arg = arg;
 		op.done = NULL;
-		e->q_head = e->q_tail = &op; /* the queue was empty */
+		e->w.q_head = e->w.q_tail = &op; /* the queue was empty */
 		batch = kv_take_queue(e);
 		kv_role_take(e);
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_unlock(&e->w.q_lock);
 		run_batch(e, batch);
 		role_release(e);
 		return op.rc;
 	}
-	pthread_mutex_unlock(&e->q_lock);
+	pthread_mutex_unlock(&e->w.q_lock);
 
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);

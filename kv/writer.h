@@ -5,9 +5,46 @@
 #ifndef KVFS_KV_WRITER_H
 #define KVFS_KV_WRITER_H
 
-#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 
-#include "kv_int.h"
+#include "engine.h"
+#include "kv.h"
+
+/* env->w: the writer's state. Two guards, each field marked:
+ *  - "q_lock": guarded by q_lock, this struct's mutex (q_cond wakes the
+ *    writer thread, role_cond the readers waiting for the role);
+ *  - "role": the writer's role's (kv_int.h invariant 2, writer.c
+ *    invariant 5): touched only by the thread that holds it (busy set,
+ *    or the writer thread while nobody else can take it) or, with no
+ *    writer running, by an open or close on one thread.
+ * thread and sync_interval_ms are set before the writer starts; running
+ * is set by kv_writer_start and cleared by kv_writer_stop, on the thread
+ * that opens and closes the env. */
+struct kv_writer {
+	pthread_t thread;
+	int running;
+	unsigned sync_interval_ms;
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct kv_op *q_head, *q_tail; /* q_lock */
+	int q_stop;               /* q_lock */
+	struct kv_op *lazy_head, *lazy_tail; /* q_lock: kv_submit_lazy */
+	int busy;                 /* q_lock: a thread holds the writer's role */
+	int timed;                /* q_lock: the writer thread waits with a timeout:
+	                             KV_W_SYNC or KV_W_LAZY */
+	int role_waiters;         /* q_lock: readers waiting for the role */
+	pthread_cond_t role_cond; /* q_lock: the role came free */
+	int unsynced;             /* role: commits not yet made durable */
+	uint64_t next_ino;        /* role */
+	uint64_t wb_bytes;        /* role: file data committed since the flusher's
+	                             last kick */
+	unsigned char *wbuf;      /* role: block_size + KV_CSUM_LEN */
+	unsigned char *ibuf;      /* role: KV_INL_SLOTS x KV_SYMLINK_MAX (inode.c) */
+	kv_etxn *txn;             /* role: the batch transaction while it is open */
+	int in_reserve;           /* role: running an op in the reserve */
+	int touched;              /* role: the last commit was run_touch's */
+};
 
 int kv_writer_start(kv_env *env);
 
@@ -22,7 +59,7 @@ void kv_run_batch(kv_env *env, struct kv_op *start);
 /* Tell every op of the list rc. */
 void kv_finish_all(struct kv_op *op, int rc);
 void kv_after_commit(kv_env *env);
-enum { KV_W_NONE, KV_W_SYNC, KV_W_LAZY, KV_W_WINDOW }; /* env->w_timed */
+enum { KV_W_NONE, KV_W_SYNC, KV_W_LAZY, KV_W_WINDOW }; /* env->w.timed */
 int kv_timed_wait(kv_env *env, unsigned ms, int kind);
 void kv_idle_sync(kv_env *env);
 /* An op that changes nothing: a sync or a commit waits for what was queued
@@ -50,43 +87,5 @@ void kv_writer_stop(kv_env *env);
  * when the image's filesystem has no room left, so the caller can say
  * ENOSPC (env.c). */
 int kv_disk_full(kv_env *env);
-
-/* The engine's hooks of an image file's upkeep (engine.h contract 9), as
- * the writer's role calls them; for an engine without them, what a store
- * without a map of its own has: room never short, a map never full,
- * nothing allocated ahead. */
-static inline int kv_eroom_update(kv_env *e)
-{
-	if (e->eng->room_update)
-		return e->eng->room_update(e);
-	atomic_store(&e->room_avail, KV_ROOM_UNMEASURED);
-	return 0;
-}
-
-static inline void kv_eroom_check(kv_env *e)
-{
-	if (e->eng->room_check)
-		e->eng->room_check(e);
-}
-
-static inline int kv_eroom_over(kv_env *e, kv_etxn *x)
-{
-	return e->eng->room_over && e->eng->room_over(e, x);
-}
-
-static inline uint64_t kv_eroom_avail(kv_env *e, kv_etxn *x)
-{
-	return e->eng->room_avail ? e->eng->room_avail(e, x) : KV_ROOM_UNMEASURED;
-}
-
-static inline uint64_t kv_eroom_window(kv_env *e, uint64_t want)
-{
-	return e->eng->room_window ? e->eng->room_window(e, want) : want;
-}
-
-static inline int kv_emap_grow(kv_env *e)
-{
-	return e->eng->map_grow ? e->eng->map_grow(e) : -ENOSPC;
-}
 
 #endif

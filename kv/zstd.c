@@ -18,7 +18,7 @@
  *     files (tar's 10 KiB, cp's 128 KiB) end or begin inside a block.
  *  3. Decompressed bytes go to the transaction's scratch (struct
  *     kv_zscratch): a read transaction's is its thread's reader's, the
- *     writer's role's is env->wz. A kv_data_read keeps every block it
+ *     writer's role's is env->z.scratch. A kv_data_read keeps every block it
  *     decompressed until the next one (its iovecs point there); any other
  *     caller gets the one-block buffer, valid until the next block.
  *     Buffers grow when they must and are kept: no allocation once warm.
@@ -126,16 +126,16 @@ void kv_z_free(struct kv_zscratch *z)
 
 void kv_set_compress(kv_env *e, int level)
 {
-	atomic_store(&e->zlevel, level);
+	atomic_store(&e->z.level, level);
 }
 
 int kv_z_pack_merged(kv_txn *t, uint64_t ino, uint64_t idx, const void *data, size_t len,
 		     const void **out, size_t *olen, uint64_t *sum)
 {
-	struct kv_zscratch *z = &t->env->wz;
+	struct kv_zscratch *z = &t->env->z.scratch;
 	size_t bound = ZSTD_compressBound(len), zl;
 
-	if (!atomic_load(&t->env->zlevel) || !t->write)
+	if (!atomic_load(&t->env->z.level) || !t->write)
 		return 0;
 	if (!z->cctx && !(z->cctx = ZSTD_createCCtx()))
 		return 0;

@@ -22,6 +22,7 @@ declare -A LMDB_OK=(
 	[tests/unit/testutil.c]="patches images through raw LMDB for the tests of damaged records"
 	[tests/unit/test_env.c]="builds version 1 and damaged images through raw LMDB"
 	[tests/unit/test_writer.c]="reads LMDB's transaction id to see which commit held an op"
+	[tests/unit/test_flusher.c]="waits for the kicks the flusher served, in the engine's state"
 	[tests/unit/test_format.c]="checks err.c's mapping of LMDB's own codes"
 	[tests/tools/fsck_break.c]="breaks images through raw LMDB for fsck's tests"
 	[tests/fuzz/fuzz_image.c]="applies the fuzzer's record edits through raw LMDB"

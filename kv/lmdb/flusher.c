@@ -45,9 +45,10 @@
 /* Keep [size, size + ahead) allocated, topping it up when half is used. */
 static void allocate_ahead(kv_env *e, uint64_t size)
 {
+	struct kv_flusher *f = &kv_lmdb(e)->flush;
 	uint64_t ahead = size / 8;
 
-	if (e->f_no_alloc)
+	if (f->no_alloc)
 		return;
 	if (ahead < ALLOC_MIN)
 		ahead = ALLOC_MIN;
@@ -55,68 +56,72 @@ static void allocate_ahead(kv_env *e, uint64_t size)
 		ahead = ALLOC_MAX;
 	if (e->max_size && size + ahead > e->max_size) /* max_size bounds the blocks too */
 		ahead = e->max_size > size ? e->max_size - size : 0;
-	if (ahead == 0 || e->f_alloc_end >= size + ahead / 2)
+	if (ahead == 0 || f->alloc_end >= size + ahead / 2)
 		return;
 	if (fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, (off_t)size, (off_t)ahead) == 0)
-		e->f_alloc_end = size + ahead;
+		f->alloc_end = size + ahead;
 	else if (errno == EOPNOTSUPP || errno == ENOSYS)
-		e->f_no_alloc = 1;
+		f->no_alloc = 1;
 }
 
 static void *flusher_main(void *arg)
 {
 	kv_env *e = arg;
+	struct kv_flusher *f = &kv_lmdb(e)->flush;
 	struct stat st;
 
-	pthread_mutex_lock(&e->f_lock);
+	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		unsigned kicks;
 
-		while (!e->f_kick && !e->f_stop)
-			pthread_cond_wait(&e->f_cond, &e->f_lock);
-		if (e->f_stop)
+		while (!f->kick && !f->stop)
+			pthread_cond_wait(&f->cond, &f->lock);
+		if (f->stop)
 			break;
 		/* kicks that came while it was busy are served by one pass */
-		kicks = e->f_kick;
-		e->f_kick = 0;
-		pthread_mutex_unlock(&e->f_lock);
+		kicks = f->kick;
+		f->kick = 0;
+		pthread_mutex_unlock(&f->lock);
 		if (fstat(e->lock_fd, &st) == 0) {
 			/* only what was appended since the last kick: pages
 			 * further back are rewritten by later commits (LMDB
 			 * reuses freed pages), and written back then */
-			if (e->durability == KV_DURABLE_NONE && e->f_wb_from < (uint64_t)st.st_size)
-				sync_file_range(e->lock_fd, (off_t)e->f_wb_from, 0,
+			if (e->durability == KV_DURABLE_NONE && f->wb_from < (uint64_t)st.st_size)
+				sync_file_range(e->lock_fd, (off_t)f->wb_from, 0,
 						SYNC_FILE_RANGE_WRITE);
-			e->f_wb_from = (uint64_t)st.st_size;
+			f->wb_from = (uint64_t)st.st_size;
 			allocate_ahead(e, (uint64_t)st.st_size);
 		}
-		pthread_mutex_lock(&e->f_lock);
-		e->f_done += kicks;
+		pthread_mutex_lock(&f->lock);
+		f->done += kicks;
 	}
-	pthread_mutex_unlock(&e->f_lock);
+	pthread_mutex_unlock(&f->lock);
 	return NULL;
 }
 
 int kv_flusher_start(kv_env *e)
 {
+	struct kv_flusher *f = &kv_lmdb(e)->flush;
 	struct stat st;
 
 	/* what the image held at open is written already */
 	if (fstat(e->lock_fd, &st) == 0)
-		e->f_wb_from = (uint64_t)st.st_size;
-	return kv_thread_start(&e->flusher, &e->f_lock, &e->f_cond, flusher_main, e);
+		f->wb_from = (uint64_t)st.st_size;
+	return kv_thread_start(&f->thread, &f->lock, &f->cond, flusher_main, e);
 }
 
 /* Wake the flusher for a kick, or to stop. */
 static void flusher_tell(kv_env *e, int stop)
 {
-	pthread_mutex_lock(&e->f_lock);
+	struct kv_flusher *f = &kv_lmdb(e)->flush;
+
+	pthread_mutex_lock(&f->lock);
 	if (stop)
-		e->f_stop = 1;
+		f->stop = 1;
 	else
-		e->f_kick++;
-	pthread_cond_signal(&e->f_cond);
-	pthread_mutex_unlock(&e->f_lock);
+		f->kick++;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
 }
 
 void kv_flusher_kick(kv_env *e)
@@ -126,9 +131,11 @@ void kv_flusher_kick(kv_env *e)
 
 void kv_flusher_stop(kv_env *e)
 {
+	struct kv_flusher *f = &kv_lmdb(e)->flush;
+
 	flusher_tell(e, 1);
-	pthread_join(e->flusher, NULL);
-	pthread_cond_destroy(&e->f_cond);
-	pthread_mutex_destroy(&e->f_lock);
+	pthread_join(f->thread, NULL);
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->lock);
 	/* kv_room_close gives back the room past the image's end */
 }

@@ -479,7 +479,7 @@ int kv_map_resize(kv_env *e, uint64_t bytes)
 	int mrc;
 
 	/* invariant 3: a txn of our own would deadlock here or be moved away */
-	assert(!kv_reading(e) && !(kv_role_mine(e) && (e->w_txn || e->win)));
+	assert(!kv_reading(e) && !(kv_role_mine(e) && (e->w.txn || e->win.txn)));
 	pthread_rwlock_wrlock(&e->map_lock);
 	mrc = mdb_env_set_mapsize(kv_lmdb(e)->env, bytes);
 	pthread_rwlock_unlock(&e->map_lock);

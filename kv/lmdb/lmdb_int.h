@@ -12,9 +12,42 @@
 
 #include "kv_int.h"
 
+/* The flusher's state (flusher.c): guarded by its lock, but for what the
+ * flusher thread alone touches once it runs. */
+struct kv_flusher {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned kick;       /* lock: kicks not yet served */
+	int stop;            /* lock */
+	unsigned done;       /* lock: kicks served (tests wait on it) */
+	/* the flusher thread's (wb_from set by kv_flusher_start before it runs): */
+	uint64_t alloc_end;  /* allocated up to here */
+	uint64_t wb_from;    /* written back before here */
+	int no_alloc;        /* the host refused fallocate */
+};
+
+/* The room's state (room.c): the writer's role's (kv_int.h invariant 2),
+ * which alone calls the room hooks (engine.h contract 9) and writes it,
+ * between transactions (room.c invariant 3). anchor is set once, as the
+ * writer starts; kv_room_measure reads it from any thread after that. */
+struct kv_room_state {
+	_Atomic uint64_t cap;  /* ordinary changes grow the map up to here */
+	_Atomic uint64_t hard; /* changes flagged KV_OP_RESERVE up to here */
+	uint64_t anchor;       /* the extent when the writer started (set once) */
+	uint64_t use_max;      /* pages in use ordinary changes may reach */
+	int tight;             /* the extent is past use_max */
+	uint64_t next;         /* look again once the extent passes this */
+	int no_alloc;          /* the host refused fallocate */
+};
+
+/* The engine's state (e->eng_priv), made at open and freed at close, after
+ * the writer stopped the flusher. */
 struct kv_lmdb {
 	MDB_env *env;
 	MDB_dbi dbi[KV_NDB];
+	struct kv_flusher flush;
+	struct kv_room_state room;
 };
 
 static inline struct kv_lmdb *kv_lmdb(const kv_env *e)

@@ -57,8 +57,8 @@
  *     topped up to twice that), and kv_room_close keeps them when the image
  *     closes, so a host filesystem that filled up meanwhile (by kvfs or by
  *     anyone) still holds the room a delete needs, also at the next mount.
- *  3. The room_* fields are written by the writer's role only, between
- *     transactions; statfs and kv_usage_get compute their own from the same
+ *  3. The room's state (struct kv_room_state, in the engine's) is written
+ *     by the writer's role only, between transactions; statfs and kv_usage_get compute their own from the same
  *     measures (kv_room_measure), which reads LMDB's meta pages with the map
  *     lock held shared, as a reader does, since the role resizes the map.
  *  4. The map is never larger than cap outside the reserve (kv_room_update
@@ -84,7 +84,7 @@
 #define AVAIL_EXACT (64ULL << 20)
 uint64_t kv_room_promised(const kv_env *e)
 {
-	return atomic_load(&e->unwritten) * kv_room_per_block(e);
+	return atomic_load(&e->unwritten.count) * kv_room_per_block(e);
 }
 
 static uint64_t reserve_of(const kv_env *e, uint64_t extent)
@@ -103,6 +103,7 @@ static uint64_t reserve_of(const kv_env *e, uint64_t extent)
 
 void kv_room_measure(kv_env *e, struct kv_room *r)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	MDB_envinfo info;
 	struct statvfs sv;
 	struct stat st;
@@ -129,8 +130,8 @@ void kv_room_measure(kv_env *e, struct kv_room *r)
 		limit = e->max_size;
 	limit &= ~((uint64_t)e->page_size - 1);
 	/* an image larger than its limit when it opened keeps its size */
-	if (limit < e->room_anchor)
-		limit = e->room_anchor;
+	if (limit < rs->anchor)
+		limit = rs->anchor;
 	r->promised = kv_room_promised(e);
 	r->use_max = limit > r->reserve + r->promised ? limit - r->reserve - r->promised : 0;
 	r->cap = r->use_max > r->extent ? r->use_max : r->extent;
@@ -154,50 +155,55 @@ static uint64_t in_use(kv_env *e, kv_etxn *txn)
 
 uint64_t kv_room_avail_in(kv_env *e, kv_etxn *txn)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	MDB_envinfo info;
 	uint64_t extent, used;
 
-	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win)); /* invariant 3 */
+	assert(kv_role_mine(e) && (txn == e->w.txn || txn == e->win.txn)); /* invariant 3 */
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	extent = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	/* far from full: what lies past the extent is room enough to tell */
-	if (e->room_use_max > extent + AVAIL_EXACT)
-		return e->room_use_max - extent;
+	if (rs->use_max > extent + AVAIL_EXACT)
+		return rs->use_max - extent;
 	used = in_use(e, txn);
-	return e->room_use_max > used ? e->room_use_max - used : 0;
+	return rs->use_max > used ? rs->use_max - used : 0;
 }
 
 int kv_room_over(kv_env *e, kv_etxn *txn)
 {
-	assert(kv_role_mine(e) && (txn == e->w_txn || txn == e->win));
-	return e->room_tight && in_use(e, txn) >= e->room_use_max;
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
+
+	assert(kv_role_mine(e) && (txn == e->w.txn || txn == e->win.txn));
+	return rs->tight && in_use(e, txn) >= rs->use_max;
 }
 
 int kv_room_promise_check(kv_env *e, kv_etxn *txn)
 {
-	uint64_t published = atomic_load(&e->unwritten), count, need, used;
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
+	uint64_t published = atomic_load(&e->unwritten.count), count, need, used;
 	MDB_envinfo info;
 
 	assert(kv_role_mine(e));
 	if (kv_unwritten_read(e, txn, &count) != 0 || count <= published)
 		return 0;
-	/* room_use_max leaves out what was published: the rest is new */
+	/* use_max leaves out what was published: the rest is new */
 	need = (count - published) * kv_room_per_block(e);
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	used = ((uint64_t)info.me_last_pgno + 1) * e->page_size; /* the extent */
-	if (e->room_use_max > used + AVAIL_EXACT && e->room_use_max - used >= need)
+	if (rs->use_max > used + AVAIL_EXACT && rs->use_max - used >= need)
 		return 0; /* far from full */
 	used = in_use(e, txn);
-	return e->room_use_max >= used && e->room_use_max - used >= need ? 0 : -ENOSPC;
+	return rs->use_max >= used && rs->use_max - used >= need ? 0 : -ENOSPC;
 }
 
 /* Keep [extent, extent + reserve) allocated on the host (invariant 2):
  * when less is, allocate up to twice that, or what the host has left. */
 static void allocate_reserve(kv_env *e, const struct kv_room *r)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	uint64_t want = r->extent + 2 * r->reserve, len;
 
-	if (e->room_no_alloc || r->alloc_end >= r->extent + r->reserve)
+	if (rs->no_alloc || r->alloc_end >= r->extent + r->reserve)
 		return;
 	if (e->max_size && want > e->max_size && e->max_size > r->extent + r->reserve)
 		want = e->max_size;
@@ -205,7 +211,7 @@ static void allocate_reserve(kv_env *e, const struct kv_room *r)
 	if (fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, (off_t)r->alloc_end, (off_t)len) == 0)
 		return;
 	if (errno == EOPNOTSUPP || errno == ENOSYS) {
-		e->room_no_alloc = 1; /* the host cannot hold blocks ahead */
+		rs->no_alloc = 1; /* the host cannot hold blocks ahead */
 		return;
 	}
 	/* some hosts take back a failed allocation whole: take what is left */
@@ -216,31 +222,32 @@ static void allocate_reserve(kv_env *e, const struct kv_room *r)
 
 int kv_room_update(kv_env *e)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	struct kv_room r;
 	MDB_envinfo info;
 	uint64_t step;
 	int shrunk = 0;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win); /* invariant 3: between transactions */
-	if (!e->room_anchor) { /* the first, as the writer starts */
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn); /* invariant 3: between transactions */
+	if (!rs->anchor) { /* the first, as the writer starts */
 		mdb_env_info(kv_lmdb(e)->env, &info);
-		e->room_anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
+		rs->anchor = ((uint64_t)info.me_last_pgno + 1) * e->page_size;
 	}
 	kv_room_measure(e, &r);
-	if (r.alloc_end < r.extent + r.reserve && !e->room_no_alloc) {
+	if (r.alloc_end < r.extent + r.reserve && !rs->no_alloc) {
 		allocate_reserve(e, &r);
 		kv_room_measure(e, &r);
 	}
-	atomic_store(&e->room_cap, r.cap);
-	atomic_store(&e->room_hard, r.hard);
-	e->room_use_max = r.use_max;
-	e->room_tight = r.extent > r.use_max;
+	atomic_store(&rs->cap, r.cap);
+	atomic_store(&rs->hard, r.hard);
+	rs->use_max = r.use_max;
+	rs->tight = r.extent > r.use_max;
 	if (r.use_max > r.extent + AVAIL_EXACT || atomic_load(&e->room_avail) == 0)
 		atomic_store(&e->room_avail, r.use_max > r.extent ? r.use_max - r.extent : 0);
 	step = r.reserve / 4 > CHECK_MIN ? r.reserve / 4 : CHECK_MIN;
-	e->room_next = r.extent + step;
+	rs->next = r.extent + step;
 	mdb_env_info(kv_lmdb(e)->env, &info);
-	if (!e->in_reserve && info.me_mapsize > r.cap) {
+	if (!e->w.in_reserve && info.me_mapsize > r.cap) {
 		if (kv_map_resize(e, r.cap) == 0)
 			shrunk = 1;
 	}
@@ -249,31 +256,34 @@ int kv_room_update(kv_env *e)
 
 void kv_room_check(kv_env *e)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win);
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn);
 	mdb_env_info(kv_lmdb(e)->env, &info);
-	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= e->room_next)
+	if (((uint64_t)info.me_last_pgno + 1) * e->page_size >= rs->next)
 		kv_room_update(e);
 }
 
 int kv_map_grow(kv_env *e)
 {
-	uint64_t limit = atomic_load(e->in_reserve ? &e->room_hard : &e->room_cap), next;
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
+	uint64_t limit = atomic_load(e->w.in_reserve ? &rs->hard : &rs->cap), next;
 	MDB_envinfo info;
 
-	assert(kv_role_mine(e) && !e->w_txn && !e->win);
+	assert(kv_role_mine(e) && !e->w.txn && !e->win.txn);
 	mdb_env_info(kv_lmdb(e)->env, &info);
 	if (info.me_mapsize >= limit)
 		return -ENOSPC;
 	next = (uint64_t)info.me_mapsize * 2;
-	if (next > limit || e->in_reserve)
+	if (next > limit || e->w.in_reserve)
 		next = limit;
 	return kv_map_resize(e, next);
 }
 
 void kv_room_close(kv_env *e)
 {
+	struct kv_room_state *rs = &kv_lmdb(e)->room;
 	struct kv_room r;
 	struct stat st;
 
@@ -293,7 +303,7 @@ void kv_room_close(kv_env *e)
 		return;
 	if (ftruncate(e->lock_fd, st.st_size) != 0)
 		return;
-	if (!e->room_no_alloc && r.extent + r.reserve > (uint64_t)st.st_size)
+	if (!rs->no_alloc && r.extent + r.reserve > (uint64_t)st.st_size)
 		(void)!fallocate(e->lock_fd, FALLOC_FL_KEEP_SIZE, st.st_size,
 				 (off_t)(r.extent + r.reserve - (uint64_t)st.st_size));
 }

@@ -139,7 +139,7 @@ kv_env *env_new(const char *where, int readonly, enum kv_durability d)
 	e->lock_fd = -1;
 	/* what LMDB's engine takes from the record layer's kv_open */
 	pthread_rwlock_init(&e->map_lock, NULL);
-	assert_int_equal(pthread_key_create(&e->tls, NULL), 0);
+	assert_int_equal(pthread_key_create(&e->readers.key, NULL), 0);
 	return e;
 }
 
@@ -149,7 +149,7 @@ void env_free(kv_env *e)
 		return;
 	if (e->eng_priv)
 		ENG->close(e);
-	pthread_key_delete(e->tls);
+	pthread_key_delete(e->readers.key);
 	pthread_rwlock_destroy(&e->map_lock);
 	free(e->path);
 	free(e);

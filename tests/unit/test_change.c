@@ -251,7 +251,7 @@ static int fail_window; /* the window's next commit fails, as a lost server's */
 
 static int commit_or_lose(kv_env *e, kv_etxn *x)
 {
-	if (fail_window && x == e->win) {
+	if (fail_window && x == e->win.txn) {
 		fail_window = 0;
 		kv_engine_lmdb.txn_abort(e, x);
 		return EIO;
@@ -331,9 +331,9 @@ static void win_is_open(kv_env *e)
 	for (int i = 0; i < 500; i++) {
 		int open;
 
-		pthread_mutex_lock(&e->q_lock);
-		open = e->win != NULL && !e->w_busy;
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
+		open = e->win.txn != NULL && !e->w.busy;
+		pthread_mutex_unlock(&e->w.q_lock);
 		if (open)
 			return;
 		usleep(10 * 1000);
@@ -361,7 +361,7 @@ static void window_lock_lost(void **state)
 	 * writer thread opened (again, after the drop: WIN_RETRY_MS) */
 	for (int guess = 1; guess >= 0; guess--) {
 		win_is_open(a.env);
-		a.env->super_guess = guess;
+		a.env->win.super_guess = guess;
 		fail_lock = 1;
 		assert_int_equal(tu_mkfile(a.env, KV_ROOT_INO, "lost", 0100644, &ino), -EIO);
 		assert_int_equal(fail_lock, 0);

@@ -813,10 +813,10 @@ static int readers_listed(kv_env *e)
 {
 	int n = 0;
 
-	pthread_mutex_lock(&e->readers_lock);
-	for (struct kv_reader *r = e->readers; r; r = r->next)
+	pthread_mutex_lock(&e->readers.lock);
+	for (struct kv_reader *r = e->readers.list; r; r = r->next)
 		n++;
-	pthread_mutex_unlock(&e->readers_lock);
+	pthread_mutex_unlock(&e->readers.lock);
 	return n;
 }
 

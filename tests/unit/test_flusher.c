@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "kv_int.h"
+#include "lmdb_int.h"
 #include "testutil.h"
 
 #ifndef TMPFS_MAGIC
@@ -64,9 +64,9 @@ static void wait_kicks(kv_env *e, unsigned n)
 	unsigned done = 0;
 
 	for (int i = 0; i < 1000; i++) {
-		pthread_mutex_lock(&e->f_lock);
-		done = e->f_done;
-		pthread_mutex_unlock(&e->f_lock);
+		pthread_mutex_lock(&kv_lmdb(e)->flush.lock);
+		done = kv_lmdb(e)->flush.done;
+		pthread_mutex_unlock(&kv_lmdb(e)->flush.lock);
 		if (done >= n)
 			break;
 		usleep(10000);

@@ -629,9 +629,9 @@ static void write_queues_while_role_held(void **state)
 	assert_int_equal(pthread_create(&th, NULL, queued_main, &q), 0);
 	/* the op cannot have run: the writer is inside the gate */
 	for (int i = 0; i < 50; i++) {
-		pthread_mutex_lock(&e->q_lock);
-		int queued = e->q_head != NULL;
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
+		int queued = e->w.q_head != NULL;
+		pthread_mutex_unlock(&e->w.q_lock);
 		if (queued)
 			break;
 		struct timespec ts = {0, 10 * 1000 * 1000};
@@ -669,9 +669,9 @@ static void leader_commit_synced_when_idle(void **state)
 	for (int i = 0; i < 500 && unsynced; i++) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&e->q_lock);
-		unsynced = e->w_busy || e->unsynced;
-		pthread_mutex_unlock(&e->q_lock);
+		pthread_mutex_lock(&e->w.q_lock);
+		unsynced = e->w.busy || e->w.unsynced;
+		pthread_mutex_unlock(&e->w.q_lock);
 	}
 	assert_int_equal(unsynced, 0);
 }
