@@ -4,7 +4,7 @@
 # usage: func_length.sh [-n MAX] [-a] [SRCDIR]
 #
 # Product code is every .c and .h below SRCDIR (default: the tree this script
-# lives in) outside tests/, bench/, .git/ and any CMake build directory. A
+# lives in) outside tests/, bench/, .git/, build*/ and any CMake build directory. A
 # function is laid out as .clang-format (BreakBeforeBraces: Linux) makes it: its opening
 # brace alone at column 0, its closing brace at column 0; its length is the
 # lines from the one to the other, both counted. The name is the identifier
@@ -44,8 +44,11 @@ def sources():
         if "CMakeCache.txt" in files:  # a build tree inside the sources
             dirs[:] = []
             continue
+        # build*/ at the top is .gitignore's: build trees, and sources
+        # fetched into them that are not the project's (build-libfuse/)
         dirs[:] = sorted(d for d in dirs
-                         if not (rel == "." and d in skip) and d != "CMakeFiles")
+                         if not (rel == "." and (d in skip or d.startswith("build")))
+                         and d != "CMakeFiles")
         for f in sorted(files):
             if f.endswith((".c", ".h")):
                 yield os.path.join(root, f)
