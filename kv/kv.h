@@ -176,10 +176,10 @@ struct kv_usage {
 	uint64_t map_bytes;   /* current map size */
 	uint64_t max_bytes;   /* configured maximum (0: none) */
 	uint64_t used_bytes;  /* pages in use by the last snapshot */
-	uint64_t promised_bytes; /* kept free for the unwritten blocks (room.c) */
+	uint64_t promised_bytes; /* kept free for the unwritten blocks (kv/lmdb/room.c) */
 	uint64_t extent_bytes; /* up to the last page of the image (free pages too) */
 	uint64_t avail_bytes; /* what ordinary changes may still use */
-	uint64_t reserve_bytes; /* kept for deletes on top of that (room.c) */
+	uint64_t reserve_bytes; /* kept for deletes on top of that (kv/lmdb/room.c) */
 	uint32_t page_size;
 	uint64_t inodes;      /* inode records */
 	uint64_t blocks;      /* data blocks */
@@ -328,7 +328,7 @@ typedef void (*kv_done_fn)(void *arg, int rc);
 #define KV_OP_RESERVE 2 /* a change that frees space (unlink, rmdir, truncate,
                            punch, an orphan's purge): may use the reserve an
                            image keeps so that deleting works when it is full
-                           (room.c) */
+                           (kv/lmdb/room.c) */
 #define KV_OP_OVERWRITE 4 /* a write over stored blocks, which frees what it
                            replaces: may go past the room ordinary changes
                            have, where its apply() must add nothing
@@ -346,10 +346,11 @@ struct kv_op {
 	struct kv_op *next;
 };
 
-/* 1 when apply() runs past the room ordinary changes have (room.c): in the
- * reserve, or on an image whose pages in use reached its limit less the
- * reserve. An op flagged KV_OP_OVERWRITE refuses there (-ENOSPC) what would
- * take room for good. */
+/* 1 when apply() runs past the room ordinary changes have (the room:
+ * kv/lmdb/room.c, through the engine's hooks): in the reserve, or on an
+ * image whose pages in use reached its limit less the reserve. An op
+ * flagged KV_OP_OVERWRITE refuses there (-ENOSPC) what would take room for
+ * good. */
 int kv_txn_reserved(const kv_txn *txn);
 
 /* Queue op; done(arg, rc) follows the commit that holds it, or with a
@@ -496,10 +497,10 @@ int kv_data_punch(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t len);
  * does not fit: nothing changed, the op rolled back). */
 int kv_data_zero(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end);
 /* Store unwritten blocks in the holes of [off, end) within in->size
- * (fallocate: they read as zeros, and the room their first writes take is
- * kept free for them, room.c), and fill a short block out to the size with
- * zeros; at most max_blocks blocks are stored: *next is where to go on
- * (end, or in->size, when done).
+ * (fallocate: they read as zeros, and an image file keeps free the room
+ * their first writes take, kv/lmdb/room.c), and fill a short block out to
+ * the size with zeros; at most max_blocks blocks are stored: *next is
+ * where to go on (end, or in->size, when done).
  * Updates in->nblocks. -EIO: a stored block fails its checksum. -EROFS,
  * -ENOSPC. */
 int kv_data_allocate(kv_txn *txn, struct kv_inode *in, uint64_t off, uint64_t end,
@@ -749,8 +750,8 @@ int kv_defaults_peek(const char *path, char *buf, size_t size);
 
 /* The count of unwritten blocks txn holds (0: none; -EIO: a damaged record). */
 int kv_unwritten_get(kv_txn *txn, uint64_t *count);
-/* The room the first write of an unwritten block takes (room.c): what
- * fallocate must find free per block. */
+/* The room the first write of an unwritten block takes: what fallocate
+ * must find free per block (env.c; kv/lmdb/room.c keeps it free). */
 uint64_t kv_room_per_block(const kv_env *env);
 /* Count the unwritten blocks (fallocate's) in txn and set the image's count
  * of them to that (fsck); *count: how many. -EROFS. */

@@ -2,13 +2,14 @@
  * kv_int.h - internals shared by the files of kv/: the environment and
  * transaction structures, the key and record encodings of docs/FORMAT.md
  * (codec.c, hash.c), the calls into the engine below (engine.h), and the
- * one place the engine's codes become errno values (err.c). Only the LMDB
- * engine's files see LMDB (lmdb_int.h: lmdb.c, and room.c and tail.c, which
- * manage its image file; flusher.c works on the file through env->lock_fd
- * and sees no LMDB), and only the PostgreSQL engine's see libpq (pg_int.h:
- * pg*.c). The writer and the window still call room.c and flusher.c
- * directly (writer.h), not through engine.h: room.c answers for a store
- * without a map (engine.h: map) itself.
+ * one place the engine's codes become errno values (err.c). Each engine
+ * lives in its own folder and library: only kv/lmdb/ sees LMDB (lmdb_int.h:
+ * lmdb.c, and room.c, flusher.c and tail.c, which manage its image file),
+ * and only kv/pg/ sees libpq (pg_int.h: pg*.c); tests/layers.sh checks it.
+ * The writer and the window reach the image file's room, map growth and
+ * flusher only through the engine's hooks (engine.h contract 9), by the
+ * kv_eroom_* and kv_emap_grow wrappers below, which answer for an engine
+ * without them (a store without a map of its own) themselves.
  *
  * Invariants:
  *  1. Keys are big-endian so cursors walk them in numeric order; record

@@ -3,7 +3,7 @@
  * (group commit), by whichever thread holds the writer's role.
  *
  * kv_write() from a thread that finds the role free and nothing queued takes
- * the role and runs its op itself (the leader): no handoff to another thread
+ * the role and runs its op itself (the leader): no trip to another thread
  * and back when writes do not overlap, which is most of a serial workload.
  * Ops that arrive while the role is held queue up; the writer thread takes
  * them all as one batch when the role comes free (kv_submit() always queues).

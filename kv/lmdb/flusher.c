@@ -20,9 +20,10 @@
  * Both calls work on the image's file and change none of its bytes or its
  * size, so they need neither the writer's role nor the map lock. At close
  * kv_room_close gives back the allocation past the end, but for the
- * reserve room.c keeps there. The thread runs with every writer (writer.c
- * starts it); on a store without a file of its own (PostgreSQL: lock_fd
- * -1) its fstat fails and a kick does nothing.
+ * reserve room.c keeps there. The thread runs with every writer of an
+ * image file: the writer starts, kicks and stops it through the engine's
+ * hooks (engine.h contract 9); a store without a file of its own
+ * (PostgreSQL) has no such hooks and no flusher.
  *
  * Invariants:
  *  1. The image's size and contents are changed only by LMDB and by
