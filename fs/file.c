@@ -180,16 +180,18 @@ static void reply_copy(fuse_req_t req, const struct iovec *iov, int cnt, size_t 
 /* Over io_uring a reply is not written to /dev/fuse: it goes into the ring
  * entry's buffer, which the kernel copies from as it would from a writev.
  * The segments are gathered there (the one copy either transport makes)
- * and the reply names that buffer, which libfuse then sends as it is.
- * 0 when req came through /dev/fuse. */
+ * and the reply names that buffer, which libfuse then sends as it is; the
+ * kernel asks no more than the buffer holds (max_read). 0 when req came
+ * through /dev/fuse. */
 static int reply_ring(fuse_req_t req, const struct iovec *iov, int cnt, size_t len)
 {
 	char *payload;
 	size_t cap;
 
-	if (!fuse_req_is_uring(req) || fuse_req_get_payload(req, &payload, &cap, NULL))
+	if (!fuse_req_is_uring(req))
 		return 0;
-	if (len > cap) { /* the kernel asks no more than max_read */
+	/* never the /dev/fuse path: no worker's unique is this request's */
+	if (fuse_req_get_payload(req, &payload, &cap, NULL) || len > cap) {
 		fuse_reply_err(req, EIO);
 		return 1;
 	}

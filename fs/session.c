@@ -3,11 +3,18 @@
  * table of request handlers, the session's init and destroy, and the worker
  * threads that receive and process requests.
  *
+ * Requests come through /dev/fuse to the workers, or, where the mount is
+ * served over io_uring (-o io_uring, libfuse 3.18), through libfuse's ring
+ * threads, one per CPU, which call the same handlers (the workers then
+ * serve only what the kernel still sends through /dev/fuse). Work a ring
+ * thread must not wait for goes to defer.c.
+ *
  * Invariants:
  *  1. A fixed pool of worker threads each loops receive -> process; their
  *     read transactions live as long as they do (no thread churn).
  *  2. While a worker processes a request, fs_req_unique() is that request's
- *     id (file.c writes a read's reply header itself).
+ *     id (file.c writes a read's reply header itself; never for a request
+ *     of a ring, whose reply goes into its ring entry).
  *  3. Nothing the cores call needs a session: with fs.se NULL (the unit
  *     tests of the cores) notifications to the kernel are skipped.
  *  4. A thread holds no read transaction when it waits on the writer, nor
