@@ -17,7 +17,9 @@
  *  3. A lost connection (broken) is logged once and fails every call with
  *     EIO until pg_alive resets it; its unread results are forgotten. A
  *     FATAL from the server is enough to call it lost, the end of the
- *     stream may come much later (pg_alive).
+ *     stream may come much later (pg_alive); one whose session the server
+ *     ended that way under a top level's first statement is reset at once
+ *     and the statement sent again (pg_stmt.c: pg_call).
  *  4. A failed statement is logged and charged to the transaction level
  *     that sent it if that level is still open (fail_depth: the outermost
  *     such level); statements the server skipped after it in the same
@@ -258,8 +260,10 @@ static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult 
 	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
 	int rc = pg_state_errno(PQresultErrorField(r, PG_DIAG_SQLSTATE));
 
-	if (PQstatus(c->pq) != CONNECTION_OK || (sev && strcmp(sev, "ERROR")))
-		return pg_lost(c, PQresultErrorMessage(r)); /* FATAL, PANIC */
+	if (sev && strcmp(sev, "ERROR"))
+		c->closing = 1; /* FATAL, PANIC: the server ends the session */
+	if (c->closing || PQstatus(c->pq) != CONNECTION_OK)
+		return pg_lost(c, PQresultErrorMessage(r));
 	first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
 	if (rc == KV_EGUESS) /* not an error: the transaction runs again */
 		pg_guess_clear(c->pe);

@@ -1,9 +1,10 @@
 /*
  * test_engine_pg.c - what the PostgreSQL engine does beyond the contract
  * (kv/pg/pg.c), run by test_engine.c after the contract's tests on it: a
- * server that ends every connection (its end of the stream late, too), a
- * child whose statement fails on the server, reads guessed and checked
- * (kv/pg/pg_guess.c), a stopped server, and its messages.
+ * server that ends every connection (its end of the stream late, or as a
+ * statement goes), a child whose statement fails on the server, reads
+ * guessed and checked (kv/pg/pg_guess.c), a stopped server, and its
+ * messages.
  */
 #include <errno.h>
 #include <poll.h>
@@ -226,6 +227,85 @@ void pg_fatal_alone(void **state)
 	commit_ok(e, x);
 	env_free(e);
 	px_stop(&p);
+}
+
+/* The backends of kvfs's connections, stopped: their pids in pids[]. */
+static int pg_stop_all(pid_t *pids, int max)
+{
+	PGconn *c = PQconnectdb(pg_url());
+	PGresult *r = PQexec(c, "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvfs'");
+	int n = PQntuples(r) < max ? PQntuples(r) : max;
+
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (int i = 0; i < n; i++) {
+		pids[i] = (pid_t)atoi(PQgetvalue(r, i, 0));
+		assert_int_equal(kill(pids[i], SIGSTOP), 0);
+	}
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
+struct resume {
+	pid_t pids[16];
+	int n;
+};
+
+static void *resume_later(void *arg)
+{
+	struct resume *r = arg;
+
+	usleep(300000); /* the statement is on its way meanwhile */
+	for (int i = 0; i < r->n; i++)
+		kill(r->pids[i], SIGCONT);
+	return NULL;
+}
+
+/* The server ends the sessions as the first statement of a transaction
+ * goes (after its begin found the connection alive): the statement fails
+ * with the server's FATAL and goes again on a new connection, unseen by
+ * the caller. A statement after the first gets EIO (what went before it
+ * is gone). */
+static void end_as_it_goes(struct resume *r, pthread_t *t)
+{
+	r->n = pg_stop_all(r->pids, 16);
+	assert_true(r->n > 0);
+	pg_admin("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+		 "WHERE application_name = 'kvfs'"); /* handled once they run */
+	assert_int_equal(pthread_create(t, NULL, resume_later, r), 0);
+}
+
+void pg_fatal_in_flight(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	static struct resume r; /* its thread outlives a failed assert */
+	kv_etxn *rx = NULL, *x;
+	pthread_t t;
+	kv_val k = K("other"), v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	end_as_it_goes(&r, &t);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	pthread_join(t, NULL);
+	ENG->read_end(e, rx);
+	x = wbegin(e, NULL);
+	end_as_it_goes(&r, &t);
+	get_is(e, x, KV_DB_INODE, K("k"), "v");
+	pthread_join(t, NULL);
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, K("k"), "v");
+	end_as_it_goes(&r, &t);
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), EIO);
+	pthread_join(t, NULL);
+	wabort(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	ENG->read_free(e, rx);
 }
 
 /* A failed statement fails its level only: a child's is dropped with the
