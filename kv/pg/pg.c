@@ -173,6 +173,7 @@ static int pg_top_begin(kv_etxn *x, int begin_cmd)
 	c->open[0] = pg_serial(c);
 	c->begin_cmd = begin_cmd;
 	c->begun = 0;
+	c->quiet = 1;
 	x->depth = 0;
 	x->active = 1;
 	return 0;

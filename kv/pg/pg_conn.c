@@ -15,7 +15,11 @@
  *     socket, beside the server's own statement_timeout and TCP
  *     keepalives): past it the connection is lost.
  *  3. A lost connection (broken) is logged once and fails every call with
- *     EIO until pg_alive resets it; its unread results are forgotten.
+ *     EIO until pg_alive resets it; its unread results are forgotten. A
+ *     FATAL from the server is enough to call it lost, the end of the
+ *     stream may come much later (pg_alive); one whose session the server
+ *     ended that way under a top level's first statement is reset at once
+ *     and the statement sent again (pg_stmt.c: pg_call).
  *  4. A failed statement is logged and charged to the transaction level
  *     that sent it if that level is still open (fail_depth: the outermost
  *     such level); statements the server skipped after it in the same
@@ -256,8 +260,10 @@ static int pg_failed(struct pg_conn *c, const struct pg_pend *p, const PGresult 
 	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
 	int rc = pg_state_errno(PQresultErrorField(r, PG_DIAG_SQLSTATE));
 
-	if (PQstatus(c->pq) != CONNECTION_OK || (sev && strcmp(sev, "ERROR")))
-		return pg_lost(c, PQresultErrorMessage(r)); /* FATAL, PANIC */
+	if (sev && strcmp(sev, "ERROR"))
+		c->closing = 1; /* FATAL, PANIC: the server ends the session */
+	if (c->closing || PQstatus(c->pq) != CONNECTION_OK)
+		return pg_lost(c, PQresultErrorMessage(r));
 	first_line(PQresultErrorMessage(r), c->last_err, sizeof(c->last_err));
 	if (rc == KV_EGUESS) /* not an error: the transaction runs again */
 		pg_guess_clear(c->pe);
@@ -541,11 +547,30 @@ static int pg_reset(struct pg_conn *c)
 	return 0;
 }
 
+/* What the server sent while no call read: libpq parses it only when asked
+ * for results (PQconsumeInput reads the socket, no more), and a message
+ * after the results still owed (a read_end's Sync, pg.c) only once those
+ * are taken. Then a FATAL that came while idle reaches pg_notice. */
+static void pg_take_input(struct pg_conn *c)
+{
+	if (c->pend_at < c->pend_n)
+		pg_drain(c, NULL); /* its code was its ended transaction's */
+	if (!c->broken)
+		PQisBusy(c->pq); /* parses */
+	if (!c->broken && c->closing)
+		pg_lost(c, c->last_err);
+}
+
 int pg_alive(struct pg_conn *c)
 {
 	/* A server that closed the connection meanwhile (a restart, an
-	 * administrator) left a FATAL message, then the end of the stream
-	 * (the second read finds it, if it came yet: the FATAL is enough). */
+	 * administrator) sent a FATAL message, then the end of the stream.
+	 * The end comes only as its process exits, some time after
+	 * pg_stat_activity stopped listing it: the FATAL must be enough. It
+	 * may be read already (with the last results a call waited for):
+	 * parsed first, when that costs no wait. */
+	if (!c->broken && c->pend_at == c->pend_n)
+		pg_take_input(c);
 	for (int i = 0; i < 4 && !c->broken; i++) {
 		struct pollfd p = {.fd = PQsocket(c->pq), .events = POLLIN};
 
@@ -555,8 +580,8 @@ int pg_alive(struct pg_conn *c)
 			break;
 		else if (!PQconsumeInput(c->pq))
 			pg_lost_pq(c);
-		else if (c->closing)
-			pg_lost(c, c->last_err);
+		else
+			pg_take_input(c);
 	}
 	return c->broken ? pg_reset(c) : 0;
 }

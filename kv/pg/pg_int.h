@@ -84,7 +84,8 @@ struct pg_conn {
 	int writer;               /* the env's writer: synchronous_commit by durability */
 	int guessing;             /* its top level may answer reads from guesses (pg_guess.c) */
 	int broken;               /* lost: every call fails with EIO until a reset */
-	int closing;              /* the server said FATAL while idle: the end follows */
+	int closing;              /* the server said FATAL (while idle: a notice): it
+	                             ended the session, the end of the stream follows */
 	unsigned wait_ms;         /* how long one call waits for the server */
 	/* bit s of slot i: statement s of map i prepared; slots past KV_NDB:
 	 * pg.c's commands (statement i * S_N + s less the maps') */
@@ -99,6 +100,8 @@ struct pg_conn {
 	int begin_cmd;            /* its BEGIN (pg.c: enum pg_cmd), not sent yet: it goes
 	                             with the first statement; 0: none */
 	int begun;                /* BEGIN sent: ROLLBACK or COMMIT ends it */
+	int quiet;                /* its top level sent nothing but its BEGIN yet: its
+	                             first statement may go again (pg_stmt.c: pg_call) */
 	int implicit;             /* a read without BEGIN: the server's implicit
 	                             transaction, to the next Sync (pg.c) */
 	int depth;                /* the innermost open level; -1: none */

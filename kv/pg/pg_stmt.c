@@ -113,6 +113,8 @@ int pg_send_cmd(struct pg_conn *c, unsigned id, int cmd, const char *param, int 
 
 	if (c->broken)
 		return EIO;
+	if (cmd != C_BEGIN && cmd != C_BEGIN_READ)
+		c->quiet = 0;
 	snprintf(name, sizeof(name), "kc%d", cmd);
 	if (!pg_prepared(c, i)) {
 		char sql[128];
@@ -207,6 +209,7 @@ int pg_send_old(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, con
 	int lens[4], n = 0, rc;
 	char name[16];
 
+	c->quiet = 0;
 	if ((rc = pg_prelude(c, depth)) || (rc = pg_prepare(c, c->open[depth], db, s)))
 		return rc;
 	if (pg_stmts[s].key) {
@@ -241,13 +244,37 @@ int pg_send_old(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, con
 	return pg_push(c, c->open[depth], 0, 0, want);
 }
 
-/* Send s and read its result. */
+/* Send s and read its result. A top level's first statement whose session
+ * the server ended (its FATAL: a restart, an administrator) goes again,
+ * once, on a new connection: a server that closed the connection as the
+ * statement went, later than pg_alive could tell at the begin, then costs
+ * the caller nothing. Safe: nothing of the transaction went before it but
+ * its BEGIN (quiet), the session's end undid whatever of it ran (no COMMIT
+ * goes through here), and nothing of it was handed out. A connection lost
+ * otherwise (no answer in time) may hold a session the server still runs,
+ * the statement's locks with it: its failure stands. */
 int pg_call(struct pg_conn *c, int depth, enum kv_db db, enum pg_stmt s, const kv_val *k,
 		   const kv_val *v, int limit, PGresult **r)
 {
+	int again = depth == 0 && c->quiet && !c->rsv.on, begin_cmd = c->begin_cmd;
 	int rc = pg_send_stmt(c, depth, db, s, k, v, limit, 1);
 
-	return rc ? rc : pg_drain(c, r);
+	if (!rc)
+		rc = pg_drain(c, r);
+	if (rc && again && c->broken && c->closing) {
+		int implicit = c->implicit;
+
+		c->implicit = 0; /* the reset's own statements end with a Sync */
+		rc = pg_alive(c);
+		c->implicit = implicit;
+		c->begin_cmd = begin_cmd;
+		c->begun = 0;
+		if (!rc)
+			rc = pg_send_stmt(c, depth, db, s, k, v, limit, 1);
+		if (!rc)
+			rc = pg_drain(c, r);
+	}
+	return rc;
 }
 
 int pg_hold(struct pg_conn *c, PGresult *r)

@@ -73,8 +73,10 @@ int pg_where(const char *tag, char *buf, size_t n)
 	return 0;
 }
 
-/* pg_terminate_backend only signals: wait until they are gone, so that
- * what follows meets closed connections. */
+/* pg_terminate_backend only signals: wait until pg_stat_activity lists them
+ * no more. Each has sent its FATAL by then, but a backend leaves that list
+ * before its process exits and its socket closes: the end of the stream
+ * may come later (pg_fatal_alone makes it never come). */
 void pg_kill(void)
 {
 	pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

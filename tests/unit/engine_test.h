@@ -127,6 +127,8 @@ void cursor_renew(void **state);
 
 /* test_engine_pg.c */
 void pg_lost_connection(void **state);
+void pg_fatal_alone(void **state);
+void pg_fatal_in_flight(void **state);
 void pg_child_failure(void **state);
 void pg_guesses(void **state);
 void pg_stopped_server(void **state);

@@ -833,6 +833,8 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest pg_only[] = {
 		cmocka_unit_test_setup_teardown(pg_lost_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(pg_fatal_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(pg_fatal_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(pg_child_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(pg_guesses, setup, teardown),
 		cmocka_unit_test_setup_teardown(pg_stopped_server, setup, teardown),

@@ -1,11 +1,14 @@
 /*
  * test_engine_pg.c - what the PostgreSQL engine does beyond the contract
  * (kv/pg/pg.c), run by test_engine.c after the contract's tests on it: a
- * server that ends every connection, a child whose statement fails on the
- * server, reads guessed and checked (kv/pg/pg_guess.c), a stopped server, and
- * its messages.
+ * server that ends every connection (its end of the stream late, or as a
+ * statement goes), a child whose statement fails on the server, reads
+ * guessed and checked (kv/pg/pg_guess.c), a stopped server, and its
+ * messages.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +66,246 @@ void pg_lost_connection(void **state)
 	x = wbegin(e, NULL);
 	get_is(e, x, KV_DB_INODE, k, "w");
 	commit_ok(e, x);
+}
+
+/* A proxy between kvfs and the server on a Unix socket of its own, which
+ * keeps a client's side open after the server closed its own: the FATAL
+ * reaches the client, the end of the stream never does (as when a backend
+ * lingers after pg_stat_activity dropped it). One thread; at most
+ * PX_MAX connections. */
+#define PX_MAX 16
+
+struct proxy {
+	char dir[32];
+	int lfd, stop[2];
+	int cfd[PX_MAX], sfd[PX_MAX]; /* sfd -1: the server closed it */
+	pthread_t thread;
+};
+
+static int px_server(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/.s.PGSQL.5432", getenv("KVFS_TEST_PG_DIR"));
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Bytes from fd to to; 0 at the end of fd's stream, or of to's (no
+ * SIGPIPE: the test would die of it). */
+static int px_copy(int fd, int to)
+{
+	char buf[8192];
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	if (n > 0 && send(to, buf, (size_t)n, MSG_NOSIGNAL) != n)
+		n = -1;
+	return n > 0;
+}
+
+static void px_accept(struct proxy *p)
+{
+	int c = accept(p->lfd, NULL, NULL), i;
+
+	for (i = 0; c >= 0 && i < PX_MAX && p->cfd[i] >= 0; i++)
+		;
+	if (c < 0 || i == PX_MAX || (p->sfd[i] = px_server()) < 0) {
+		if (c >= 0)
+			close(c);
+		return;
+	}
+	p->cfd[i] = c;
+}
+
+static void *px_run(void *arg)
+{
+	struct proxy *p = arg;
+
+	for (;;) {
+		struct pollfd f[2 + 2 * PX_MAX] = {{.fd = p->stop[0], .events = POLLIN},
+						   {.fd = p->lfd, .events = POLLIN}};
+
+		for (int i = 0; i < PX_MAX; i++) {
+			f[2 + 2 * i] = (struct pollfd){.fd = p->cfd[i], .events = POLLIN};
+			f[3 + 2 * i] = (struct pollfd){.fd = p->sfd[i], .events = POLLIN};
+		}
+		if (poll(f, 2 + 2 * PX_MAX, -1) < 0 || f[0].revents)
+			return NULL;
+		if (f[1].revents)
+			px_accept(p);
+		for (int i = 0; i < PX_MAX; i++) {
+			if (f[3 + 2 * i].revents && !px_copy(p->sfd[i], p->cfd[i])) {
+				close(p->sfd[i]); /* the client's side stays open */
+				p->sfd[i] = -1;
+			}
+			if (f[2 + 2 * i].revents && p->sfd[i] >= 0 &&
+			    !px_copy(p->cfd[i], p->sfd[i])) {
+				close(p->sfd[i]);
+				p->sfd[i] = -1;
+			}
+			if (f[2 + 2 * i].revents && p->sfd[i] < 0) { /* the client ends it */
+				close(p->cfd[i]);
+				p->cfd[i] = -1;
+			}
+		}
+	}
+}
+
+static void px_start(struct proxy *p)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+
+	assert_non_null(mkdtemp(strcpy(p->dir, "/tmp/kvfs-px.XXXXXX")));
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/.s.PGSQL.5432", p->dir);
+	p->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(p->lfd >= 0);
+	assert_int_equal(bind(p->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(p->lfd, 8), 0);
+	assert_int_equal(pipe(p->stop), 0);
+	for (int i = 0; i < PX_MAX; i++)
+		p->cfd[i] = p->sfd[i] = -1;
+	assert_int_equal(pthread_create(&p->thread, NULL, px_run, p), 0);
+}
+
+static void px_stop(struct proxy *p)
+{
+	char path[64];
+
+	assert_int_equal(write(p->stop[1], "x", 1), 1);
+	pthread_join(p->thread, NULL);
+	for (int i = 0; i < PX_MAX; i++) {
+		if (p->cfd[i] >= 0)
+			close(p->cfd[i]);
+		if (p->sfd[i] >= 0)
+			close(p->sfd[i]);
+	}
+	close(p->lfd);
+	close(p->stop[0]);
+	close(p->stop[1]);
+	snprintf(path, sizeof(path), "%s/.s.PGSQL.5432", p->dir);
+	unlink(path);
+	rmdir(p->dir);
+}
+
+/* The server ended every session, and its FATAL is all the client got (the
+ * end of the stream stays away): the next begin still connects again, a
+ * reader's with a Sync's result still owed before the FATAL, and a writer
+ * whose first statement goes without waiting (its commit would fail). */
+void pg_fatal_alone(void **state)
+{
+	static struct proxy p; /* its thread outlives a failed assert */
+	struct fix *f = *state;
+	char url[600], err[256];
+	const char *host = strstr(f->where, "host="), *end;
+	kv_etxn *rx = NULL, *x;
+	kv_env *e;
+
+	assert_non_null(host);
+	end = host + strcspn(host, "&");
+	px_start(&p);
+	snprintf(url, sizeof(url), "%.*shost=%s%s", (int)(host - f->where), f->where, p.dir, end);
+	env_free(f->e); /* one read-write open at a time */
+	f->e = NULL;
+	e = env_new(url, 0, KV_DURABLE_NORMAL);
+	assert_int_equal(ENG->open(e, err, sizeof(err)), 0);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	ENG->read_end(e, rx); /* its Sync's result is read with the next get */
+	the->kill();
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	ENG->read_free(e, rx);
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("w"));
+	commit_ok(e, x);
+	env_free(e);
+	px_stop(&p);
+}
+
+/* The backends of kvfs's connections, stopped: their pids in pids[]. */
+static int pg_stop_all(pid_t *pids, int max)
+{
+	PGconn *c = PQconnectdb(pg_url());
+	PGresult *r = PQexec(c, "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvfs'");
+	int n = PQntuples(r) < max ? PQntuples(r) : max;
+
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (int i = 0; i < n; i++) {
+		pids[i] = (pid_t)atoi(PQgetvalue(r, i, 0));
+		assert_int_equal(kill(pids[i], SIGSTOP), 0);
+	}
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
+struct resume {
+	pid_t pids[16];
+	int n;
+};
+
+static void *resume_later(void *arg)
+{
+	struct resume *r = arg;
+
+	usleep(300000); /* the statement is on its way meanwhile */
+	for (int i = 0; i < r->n; i++)
+		kill(r->pids[i], SIGCONT);
+	return NULL;
+}
+
+/* The server ends the sessions as the first statement of a transaction
+ * goes (after its begin found the connection alive): the statement fails
+ * with the server's FATAL and goes again on a new connection, unseen by
+ * the caller. A statement after the first gets EIO (what went before it
+ * is gone). */
+static void end_as_it_goes(struct resume *r, pthread_t *t)
+{
+	r->n = pg_stop_all(r->pids, 16);
+	assert_true(r->n > 0);
+	pg_admin("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+		 "WHERE application_name = 'kvfs'"); /* handled once they run */
+	assert_int_equal(pthread_create(t, NULL, resume_later, r), 0);
+}
+
+void pg_fatal_in_flight(void **state)
+{
+	struct fix *f = *state;
+	kv_env *e = f->e;
+	static struct resume r; /* its thread outlives a failed assert */
+	kv_etxn *rx = NULL, *x;
+	pthread_t t;
+	kv_val k = K("other"), v;
+
+	x = wbegin(e, NULL);
+	put_ok(e, x, KV_DB_INODE, K("k"), K("v"));
+	commit_ok(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	end_as_it_goes(&r, &t);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	pthread_join(t, NULL);
+	ENG->read_end(e, rx);
+	x = wbegin(e, NULL);
+	end_as_it_goes(&r, &t);
+	get_is(e, x, KV_DB_INODE, K("k"), "v");
+	pthread_join(t, NULL);
+	commit_ok(e, x);
+	x = wbegin(e, NULL);
+	get_is(e, x, KV_DB_INODE, K("k"), "v");
+	end_as_it_goes(&r, &t);
+	assert_int_equal(ENG->get(e, x, KV_DB_INODE, &k, &v), EIO);
+	pthread_join(t, NULL);
+	wabort(e, x);
+	assert_int_equal(ENG->read_begin(e, &rx), 0);
+	get_is(e, rx, KV_DB_INODE, K("k"), "v");
+	ENG->read_free(e, rx);
 }
 
 /* A failed statement fails its level only: a child's is dropped with the
