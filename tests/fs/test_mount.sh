@@ -376,12 +376,16 @@ else:
     print(os.stat(path).st_mtime_ns, os.stat(path + ".closed").st_mtime_ns)
 PY
 kvfs_mount
-if [ -w /proc/sys/vm/drop_caches ]; then # root, not in a container
+# root, not in a container, and a kernel whose drop returns: it drops every
+# filesystem's caches in turn, and one wedged elsewhere on the host holds
+# the writer where no signal ends it (timeout gives up on it after 20 s)
+if [ -w /proc/sys/vm/drop_caches ] &&
+	timeout -s KILL 20 sh -c 'echo 2 >/proc/sys/vm/drop_caches'; then
 	stale=$(/usr/bin/python3 "$T/times.py" forget "$MNT/times")
 	expect "times: a lookup after the kernel forgot the file gives its mtime (stale: $stale of 20)" \
 		[ "$stale" = 0 ]
 else
-	echo "SKIP: times after the kernel forgot the file (drop_caches not writable)"
+	echo "SKIP: times after the kernel forgot the file (drop_caches not writable, or it did not return)"
 fi
 synced=$(/usr/bin/python3 "$T/times.py" fsync "$MNT/times" "$(kvfs_pid)")
 fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
